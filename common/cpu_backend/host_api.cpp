@@ -1,0 +1,318 @@
+// common/cpu_backend/host_api.cpp — the CUDA runtime API subset, on the CPU.
+//
+// "Device" memory is host memory from malloc, counted against an emulated capacity (CUDA_CPU_MEMORY, default 8G)
+// so that running out of memory behaves as on a GPU: cudaMalloc returns cudaErrorMemoryAllocation. Everything is
+// synchronous: a launch has finished when launch() returns, an async copy is a memcpy, and an event records the
+// host clock when it is recorded. That hides missing synchronization; run the suite on a GPU when you can.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "common/cpu_backend/internal.h"
+#include "common/cpu_backend/runtime.h"
+
+struct CUstream_st {
+    unsigned flags;
+};
+struct CUevent_st {
+    std::chrono::steady_clock::time_point time;
+    bool recorded;
+};
+
+namespace cpu_backend {
+namespace {
+
+thread_local cudaError_t last_error = cudaSuccess;
+
+size_t parse_capacity(const char* text) {
+    char* end = nullptr;
+    const double value = std::strtod(text, &end);
+    double scale = 1;
+    std::string unit = end ? end : "";
+    if (unit == "K" || unit == "k" || unit == "KiB") scale = 1024.0;
+    else if (unit == "M" || unit == "m" || unit == "MiB") scale = 1024.0 * 1024;
+    else if (unit == "G" || unit == "g" || unit == "GiB") scale = 1024.0 * 1024 * 1024;
+    else if (!unit.empty()) end = nullptr;
+    if (end == text || end == nullptr || !(value > 0) || value * scale > 1e15)
+        fatal("CUDA_CPU_MEMORY must be a size such as 512M or 8G, not '%s'", text);
+    return static_cast<size_t>(value * scale);
+}
+
+struct Memory {
+    std::mutex mutex;
+    size_t capacity = 8ull << 30;
+    size_t used = 0;
+    std::unordered_map<void*, size_t> device;  // pointer → bytes
+    std::unordered_set<void*> pinned;
+    Memory() {
+        if (const char* c = std::getenv("CUDA_CPU_MEMORY")) capacity = parse_capacity(c);
+    }
+};
+
+Memory& memory() {
+    static Memory m;
+    return m;
+}
+
+double emulated_gib() { return memory().capacity / double(1ull << 30); }
+
+}  // namespace
+
+cudaError_t record_error(cudaError_t error) {
+    if (error != cudaSuccess) last_error = error;
+    return error;
+}
+
+}  // namespace cpu_backend
+
+using cpu_backend::record_error;
+
+cudaError_t cudaGetLastError() {
+    const cudaError_t e = cpu_backend::last_error;
+    cpu_backend::last_error = cudaSuccess;
+    return e;
+}
+cudaError_t cudaPeekAtLastError() { return cpu_backend::last_error; }
+
+const char* cudaGetErrorName(cudaError_t error) {
+    switch (error) {
+        case cudaSuccess: return "cudaSuccess";
+        case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+        case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+        case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+        case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+        case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
+        case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+        case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
+        case cudaErrorNotReady: return "cudaErrorNotReady";
+        case cudaErrorNoDevice: return "cudaErrorNoDevice";
+        case cudaErrorNotSupported: return "cudaErrorNotSupported";
+        default: return "cudaErrorUnknown";
+    }
+}
+
+const char* cudaGetErrorString(cudaError_t error) {
+    switch (error) {
+        case cudaSuccess: return "no error";
+        case cudaErrorInvalidValue: return "invalid argument";
+        case cudaErrorMemoryAllocation: return "out of memory";
+        case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+        case cudaErrorInvalidDevice: return "invalid device ordinal";
+        case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+        case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+        case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
+        case cudaErrorNotReady: return "device not ready";
+        case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+        case cudaErrorNotSupported: return "operation not supported";
+        default: return "unrecognized error code";
+    }
+}
+
+// --- the device ---------------------------------------------------------------------------------------------
+cudaError_t cudaGetDeviceCount(int* count) {
+    if (!count) return record_error(cudaErrorInvalidValue);
+    *count = 1;  // the CPU itself
+    return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int* device) {
+    if (!device) return record_error(cudaErrorInvalidValue);
+    *device = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : record_error(cudaErrorInvalidDevice); }
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+    if (!prop) return record_error(cudaErrorInvalidValue);
+    if (device != 0) return record_error(cudaErrorInvalidDevice);
+    *prop = cudaDeviceProp{};
+    std::snprintf(prop->name, sizeof prop->name, "CPU backend (%u worker%s, emulated %.1f GiB)",
+                  cpu_backend::configured_workers(), cpu_backend::configured_workers() == 1 ? "" : "s",
+                  cpu_backend::emulated_gib());
+    prop->totalGlobalMem = cpu_backend::memory().capacity;
+    prop->sharedMemPerBlock = cpu_backend::kDefaultSharedBytes;
+    prop->sharedMemPerBlockOptin = cpu_backend::kMaxSharedBytes;
+    prop->regsPerBlock = 65536;
+    prop->warpSize = 32;
+    prop->maxThreadsPerBlock = 1024;
+    prop->maxThreadsDim[0] = 1024;
+    prop->maxThreadsDim[1] = 1024;
+    prop->maxThreadsDim[2] = 64;
+    prop->maxGridSize[0] = 2147483647;
+    prop->maxGridSize[1] = 65535;
+    prop->maxGridSize[2] = 65535;
+    prop->major = 8;  // the backend emulates what this project uses of sm_80: mma.sync, ldmatrix, shuffles
+    prop->minor = 0;
+    prop->multiProcessorCount = static_cast<int>(cpu_backend::configured_workers());
+    prop->maxThreadsPerMultiProcessor = 1024;
+    prop->l2CacheSize = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+    if (!value) return record_error(cudaErrorInvalidValue);
+    if (device != 0) return record_error(cudaErrorInvalidDevice);
+    switch (attr) {
+        case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = cpu_backend::kMaxSharedBytes; break;
+        case cudaDevAttrMaxSharedMemoryPerBlock: *value = cpu_backend::kDefaultSharedBytes; break;
+        case cudaDevAttrMultiProcessorCount: *value = static_cast<int>(cpu_backend::configured_workers()); break;
+        case cudaDevAttrWarpSize: *value = 32; break;
+        case cudaDevAttrMaxThreadsPerBlock: *value = 1024; break;
+        case cudaDevAttrComputeCapabilityMajor: *value = 8; break;
+        case cudaDevAttrComputeCapabilityMinor: *value = 0; break;
+        default: return record_error(cudaErrorNotSupported);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int* version) {
+    if (!version) return record_error(cudaErrorInvalidValue);
+    *version = 0;  // no driver: the CPU backend
+    return cudaSuccess;
+}
+cudaError_t cudaRuntimeGetVersion(int* version) {
+    if (!version) return record_error(cudaErrorInvalidValue);
+    *version = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }  // every launch and copy has already finished
+cudaError_t cudaDeviceReset() { return cudaSuccess; }
+
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+    if (!free_bytes || !total_bytes) return record_error(cudaErrorInvalidValue);
+    auto& m = cpu_backend::memory();
+    std::lock_guard lock(m.mutex);
+    *total_bytes = m.capacity;
+    *free_bytes = m.capacity - m.used;
+    return cudaSuccess;
+}
+
+// --- memory ---------------------------------------------------------------------------------------------------
+cudaError_t cudaMalloc(void** ptr, size_t bytes) {
+    if (!ptr) return record_error(cudaErrorInvalidValue);
+    *ptr = nullptr;
+    if (bytes == 0) return cudaSuccess;  // as CUDA: a null pointer, no error
+    auto& m = cpu_backend::memory();
+    std::lock_guard lock(m.mutex);
+    if (bytes > m.capacity - m.used) return record_error(cudaErrorMemoryAllocation);
+    void* p = nullptr;
+    // Exactly `bytes` (not rounded up), so AddressSanitizer's redzone starts right after the last element.
+    if (posix_memalign(&p, 256, bytes) != 0) return record_error(cudaErrorMemoryAllocation);
+    std::memset(p, 0xFF, bytes);  // a GPU gives uninitialized memory: NaN bytes make a read of it show
+    m.device.emplace(p, bytes);
+    m.used += bytes;
+    *ptr = p;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* ptr) {
+    if (!ptr) return cudaSuccess;
+    auto& m = cpu_backend::memory();
+    std::lock_guard lock(m.mutex);
+    const auto it = m.device.find(ptr);
+    if (it == m.device.end()) return record_error(cudaErrorInvalidValue);
+    m.used -= it->second;
+    m.device.erase(it);
+    std::free(ptr);
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int) {
+    if (!ptr) return record_error(cudaErrorInvalidValue);
+    *ptr = nullptr;
+    if (bytes == 0) return cudaSuccess;
+    void* p = nullptr;
+    if (posix_memalign(&p, 256, bytes) != 0) return record_error(cudaErrorMemoryAllocation);
+    auto& m = cpu_backend::memory();
+    std::lock_guard lock(m.mutex);
+    m.pinned.insert(p);
+    *ptr = p;
+    return cudaSuccess;
+}
+cudaError_t cudaMallocHost(void** ptr, size_t bytes) { return cudaHostAlloc(ptr, bytes, 0); }
+
+cudaError_t cudaFreeHost(void* ptr) {
+    if (!ptr) return cudaSuccess;
+    auto& m = cpu_backend::memory();
+    std::lock_guard lock(m.mutex);
+    if (m.pinned.erase(ptr) == 0) return record_error(cudaErrorInvalidValue);
+    std::free(ptr);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return record_error(cudaErrorInvalidMemcpyDirection);
+    if (bytes == 0) return cudaSuccess;
+    if (!dst || !src) return record_error(cudaErrorInvalidValue);
+    std::memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaFuncSetAttribute(const void* kernel, cudaFuncAttribute attr, int value) {
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;  // others are GPU hints
+    return cpu_backend::set_max_dynamic_shared(kernel, value);
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
+    return cudaMemcpy(dst, src, bytes, kind);
+}
+cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
+    if (bytes == 0) return cudaSuccess;
+    if (!ptr) return record_error(cudaErrorInvalidValue);
+    std::memset(ptr, value, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t) {
+    return cudaMemset(ptr, value, bytes);
+}
+
+// --- streams and events ------------------------------------------------------------------------------------------
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
+    if (!stream) return record_error(cudaErrorInvalidValue);
+    *stream = new CUstream_st{flags};
+    return cudaSuccess;
+}
+cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, 0); }
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+    if (!stream) return record_error(cudaErrorInvalidResourceHandle);
+    delete stream;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t event, unsigned int) {
+    return event ? cudaSuccess : record_error(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
+    if (!event) return record_error(cudaErrorInvalidValue);
+    *event = new CUevent_st{{}, false};
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, 0); }
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+    if (!event) return record_error(cudaErrorInvalidResourceHandle);
+    delete event;
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+    if (!event) return record_error(cudaErrorInvalidResourceHandle);
+    event->time = std::chrono::steady_clock::now();  // all earlier work on the stream has already finished
+    event->recorded = true;
+    return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+    return event ? cudaSuccess : record_error(cudaErrorInvalidResourceHandle);
+}
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+    return event ? cudaSuccess : record_error(cudaErrorInvalidResourceHandle);
+}
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+    if (!ms) return record_error(cudaErrorInvalidValue);
+    if (!start || !end || !start->recorded || !end->recorded) return record_error(cudaErrorInvalidResourceHandle);
+    *ms = std::chrono::duration<float, std::milli>(end->time - start->time).count();
+    return cudaSuccess;
+}

@@ -1,0 +1,341 @@
+// common/cpu_backend/runtime.h — the CPU execution backend: CUDA's kernel language and runtime API, run on a CPU.
+//
+// Included (through common/launch.h) instead of <cuda_runtime.h> when the cpu flavor is built. The same kernel
+// source then compiles with the host C++ compiler and runs here:
+//   - every CUDA thread is a fiber (Boost.Context); a block runs wholly on one OS thread, so __syncthreads is a
+//     fiber switch and `__shared__` is a `static thread_local` (one copy per worker, one block at a time);
+//   - a block whose thread 0 finishes without reaching any barrier or warp collective runs the rest of its threads
+//     as a plain loop (the barrier-free fast path): no fibers, a few ns per thread;
+//   - warp collectives (__shfl_*_sync, __ballot_sync, __syncwarp, mma, ldmatrix) post each lane's input and yield;
+//     once every live lane of the mask has arrived the scheduler computes all results at once, with the PTX rules;
+//   - the host API is synchronous: a launch runs to completion, async copies are memcpy, events read the host clock.
+// Environment: CUDA_CPU_WORKERS (OS threads running blocks, default 1: deterministic), CUDA_CPU_FUZZ=<seed>
+// (shuffle fiber order between sync points to expose missing barriers), CUDA_CPU_MEMORY (emulated device memory
+// capacity, e.g. 512M or 8G, default 8G), CUDA_CPU_STACK_KB (fiber stack size).
+#pragma once
+
+// CUDA's own headers first: they define __half, dim3, float4, cudaError_t, cudaDeviceProp... (plain host code), but
+// crt/host_defines.h also defines __shared__ and friends as nothing under g++, which would silently turn a shared
+// tile into a per-thread local array. So include them, then redefine the qualifiers below.
+#include <cuda_fp16.h>
+#include <driver_types.h>
+#include <vector_functions.h>
+#include <vector_types.h>
+
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <source_location>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#undef __global__
+#undef __device__
+#undef __host__
+#undef __shared__
+#undef __constant__
+#undef __managed__
+#undef __forceinline__
+#undef __noinline__
+#undef __launch_bounds__
+#undef __grid_constant__
+
+#define __global__
+#define __device__
+#define __host__
+#define __constant__ static
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(...)
+#define __grid_constant__
+// One copy per worker thread, and a worker runs one block at a time: exactly the lifetime of shared memory.
+// AddressSanitizer does not instrument thread-locals, so the sanitizer build (one worker) uses plain statics.
+#if defined(CUDA_TEACH_SANITIZE)
+#define __shared__ static
+#else
+#define __shared__ static thread_local
+#endif
+
+// ---------------------------------------------------------------------------------------------------------------
+// Thread and block coordinates. The scheduler sets them before it runs or resumes a CUDA thread.
+// (uint3 rather than dim3 for all four: `constinit` lets the compiler read them with one TLS load, no init guard.)
+extern thread_local constinit uint3 threadIdx;
+extern thread_local constinit uint3 blockIdx;
+extern thread_local constinit uint3 blockDim;
+extern thread_local constinit uint3 gridDim;
+inline constexpr int warpSize = 32;
+
+namespace cpu_backend {
+
+// --- the scheduler (scheduler.cpp) -----------------------------------------------------------------------------
+
+// A kernel bound to its arguments: `run` calls the kernel once for the current CUDA thread.
+struct KernelInvocation {
+    void (*run)(const void* bound_kernel);
+    const void* bound_kernel;
+    const void* kernel_address;  // identifies the kernel (cudaFuncSetAttribute)
+    std::source_location launch_site;
+};
+
+// Validates the configuration (sets the last error like CUDA does), then runs every block to completion.
+void run_grid(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream);
+
+// This worker's dynamic shared memory for the block being run (what `extern __shared__ T s[]` names on a GPU).
+unsigned char* dynamic_shared_memory();
+
+// Block barrier: every thread of the block must reach the same call site.
+void syncthreads(std::source_location site);
+
+// Warp collectives. Each lane posts its buffers and waits until every live lane named in `mask` has arrived at the
+// same collective; then `combine` runs once with all lanes' slots (lanes[l].in is nullptr for a lane that exited)
+// and each lane returns with its output written.
+struct WarpLaneSlot {
+    const void* in;
+    void* out;
+};
+using WarpCombine = void (*)(WarpLaneSlot* lanes, unsigned mask);
+void warp_collective(unsigned mask, WarpCombine combine, const void* in, void* out,
+                     std::source_location site = std::source_location::current());
+unsigned lane_id();  // linear thread index % 32
+
+// Aborts the program with the kernel, block and thread that did something a GPU would not survive.
+[[noreturn]] void kernel_fault(const char* what);
+
+// --- launch ----------------------------------------------------------------------------------------------------
+
+template <typename... KernelParams>
+struct BoundKernel {
+    void (*kernel)(KernelParams...);
+    std::tuple<std::decay_t<KernelParams>...> args;  // one copy of the arguments, like CUDA's parameter space
+
+    static void run(const void* self) {
+        const auto& bound = *static_cast<const BoundKernel*>(self);
+        std::apply(bound.kernel, bound.args);  // each thread gets its own copy of every by-value parameter
+    }
+};
+
+// Where a launch was written, carried by the grid argument so launch() can keep CUDA's argument order.
+struct LaunchGrid {
+    dim3 dims;
+    std::source_location site;
+    LaunchGrid(dim3 d, std::source_location s = std::source_location::current()) : dims(d), site(s) {}
+    LaunchGrid(unsigned x, std::source_location s = std::source_location::current()) : dims(x), site(s) {}
+};
+
+template <typename... KernelParams, typename... Args>
+void launch_kernel(void (*kernel)(KernelParams...), LaunchGrid grid, dim3 block, size_t shared_bytes,
+                   cudaStream_t stream, Args&&... args) {
+    const BoundKernel<KernelParams...> bound{kernel, {std::forward<Args>(args)...}};
+    const KernelInvocation invocation{&BoundKernel<KernelParams...>::run, &bound,
+                                      reinterpret_cast<const void*>(kernel), grid.site};
+    run_grid(invocation, grid.dims, block, shared_bytes, stream);
+}
+
+cudaError_t set_max_dynamic_shared(const void* kernel, int bytes);
+
+// Schedule fuzzing (what CUDA_CPU_FUZZ=<seed> turns on): shuffles the order in which fibers run between sync
+// points, and the order of threads on the fast path, so a missing barrier shows up as a wrong result.
+void set_schedule_fuzzing(bool enabled, uint64_t seed = 0);
+
+}  // namespace cpu_backend
+
+// ---------------------------------------------------------------------------------------------------------------
+// Host API: CUDA's own cuda_runtime_api.h (pulled in by vector_functions.h above) declares the runtime functions
+// with their exact signatures; host_api.cpp defines the subset this project uses: device queries, cudaMalloc/Free,
+// pinned host memory, copies and memsets, streams, events, errors. Anything else fails to link, naming the function.
+// cuda_runtime.h's C++ convenience overloads: typed pointers, and the kernel itself.
+template <typename T>
+cudaError_t cudaMalloc(T** ptr, size_t bytes) {
+    return cudaMalloc(reinterpret_cast<void**>(ptr), bytes);
+}
+template <typename T>
+cudaError_t cudaMallocHost(T** ptr, size_t bytes, unsigned int flags = 0) {
+    return cudaHostAlloc(reinterpret_cast<void**>(ptr), bytes, flags);
+}
+template <typename T>
+cudaError_t cudaHostAlloc(T** ptr, size_t bytes, unsigned int flags) {
+    return cudaHostAlloc(reinterpret_cast<void**>(ptr), bytes, flags);
+}
+inline cudaError_t cudaEventCreate(cudaEvent_t* event, unsigned int flags) {
+    return cudaEventCreateWithFlags(event, flags);
+}
+template <typename... KernelParams>
+cudaError_t cudaFuncSetAttribute(void (*kernel)(KernelParams...), cudaFuncAttribute attr, int value) {
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;  // others are GPU hints
+    return cpu_backend::set_max_dynamic_shared(reinterpret_cast<const void*>(kernel), value);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Device builtins.
+inline void __syncthreads(std::source_location site = std::source_location::current()) {
+    cpu_backend::syncthreads(site);
+}
+void __syncwarp(unsigned mask = 0xffffffffu, std::source_location site = std::source_location::current());
+unsigned __ballot_sync(unsigned mask, int predicate, std::source_location site = std::source_location::current());
+int __any_sync(unsigned mask, int predicate, std::source_location site = std::source_location::current());
+int __all_sync(unsigned mask, int predicate, std::source_location site = std::source_location::current());
+unsigned __activemask();
+
+namespace cpu_backend {
+enum class ShuffleMode : int { idx, up, down, bfly };
+// One lane's part of a shuffle: its value's bits and the b/c operands of PTX shfl.sync (see shuffle_source_lane).
+struct ShuffleRequest {
+    uint64_t bits;
+    ShuffleMode mode;
+    int lane_operand;
+    int clamp;  // c: segment mask in bits 8..12, clamp lane in bits 0..4
+};
+uint64_t shuffle(unsigned mask, const ShuffleRequest& request, std::source_location site);
+
+template <typename T>
+T shuffle_value(unsigned mask, T value, ShuffleMode mode, int lane_operand, int width, std::source_location site) {
+    static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8, "shuffles move at most 8 bytes");
+    ShuffleRequest request{0, mode, lane_operand, 0};
+    std::memcpy(&request.bits, &value, sizeof(T));
+    // CUDA's own encoding of `width` into the c operand (cuda's sm_30_intrinsics.hpp): up clamps at the segment's
+    // first lane, the others at its last lane.
+    const int segment_mask = (warpSize - width) << 8;
+    request.clamp = mode == ShuffleMode::up ? segment_mask : (segment_mask | 0x1f);
+    const uint64_t bits = shuffle(mask, request, site);
+    T result;
+    std::memcpy(&result, &bits, sizeof(T));
+    return result;
+}
+}  // namespace cpu_backend
+
+template <typename T>
+T __shfl_sync(unsigned mask, T var, int src_lane, int width = warpSize,
+              std::source_location site = std::source_location::current()) {
+    return cpu_backend::shuffle_value(mask, var, cpu_backend::ShuffleMode::idx, src_lane, width, site);
+}
+template <typename T>
+T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = warpSize,
+                 std::source_location site = std::source_location::current()) {
+    return cpu_backend::shuffle_value(mask, var, cpu_backend::ShuffleMode::up, int(delta), width, site);
+}
+template <typename T>
+T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = warpSize,
+                   std::source_location site = std::source_location::current()) {
+    return cpu_backend::shuffle_value(mask, var, cpu_backend::ShuffleMode::down, int(delta), width, site);
+}
+template <typename T>
+T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSize,
+                  std::source_location site = std::source_location::current()) {
+    return cpu_backend::shuffle_value(mask, var, cpu_backend::ShuffleMode::bfly, lane_mask, width, site);
+}
+
+// Atomics: real atomic read-modify-writes, because blocks may run on several workers at once.
+inline int atomicAdd(int* address, int value) { return __atomic_fetch_add(address, value, __ATOMIC_RELAXED); }
+inline unsigned atomicAdd(unsigned* address, unsigned value) {
+    return __atomic_fetch_add(address, value, __ATOMIC_RELAXED);
+}
+inline unsigned long long atomicAdd(unsigned long long* address, unsigned long long value) {
+    return __atomic_fetch_add(address, value, __ATOMIC_RELAXED);
+}
+template <typename F>
+F atomic_float_update(F* address, F value, F (*op)(F, F)) {
+    using Bits = std::conditional_t<sizeof(F) == 4, uint32_t, uint64_t>;
+    Bits* bits_address = reinterpret_cast<Bits*>(address);
+    Bits expected = __atomic_load_n(bits_address, __ATOMIC_RELAXED);
+    for (;;) {
+        const Bits desired = std::bit_cast<Bits>(op(std::bit_cast<F>(expected), value));
+        if (__atomic_compare_exchange_n(bits_address, &expected, desired, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            return std::bit_cast<F>(expected);
+    }
+}
+inline float atomicAdd(float* address, float value) {
+    return atomic_float_update<float>(address, value, [](float a, float b) { return a + b; });
+}
+inline double atomicAdd(double* address, double value) {
+    return atomic_float_update<double>(address, value, [](double a, double b) { return a + b; });
+}
+inline int atomicSub(int* address, int value) { return __atomic_fetch_sub(address, value, __ATOMIC_RELAXED); }
+template <typename T, typename Op>
+T atomic_integer_update(T* address, T value, Op op) {
+    T expected = __atomic_load_n(address, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(address, &expected, op(expected, value), false, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED)) {
+    }
+    return expected;
+}
+inline int atomicMax(int* address, int value) {
+    return atomic_integer_update(address, value, [](int a, int b) { return a > b ? a : b; });
+}
+inline unsigned atomicMax(unsigned* address, unsigned value) {
+    return atomic_integer_update(address, value, [](unsigned a, unsigned b) { return a > b ? a : b; });
+}
+inline int atomicMin(int* address, int value) {
+    return atomic_integer_update(address, value, [](int a, int b) { return a < b ? a : b; });
+}
+inline int atomicExch(int* address, int value) { return __atomic_exchange_n(address, value, __ATOMIC_RELAXED); }
+inline unsigned atomicExch(unsigned* address, unsigned value) {
+    return __atomic_exchange_n(address, value, __ATOMIC_RELAXED);
+}
+inline float atomicExch(float* address, float value) {
+    return std::bit_cast<float>(
+        __atomic_exchange_n(reinterpret_cast<uint32_t*>(address), std::bit_cast<uint32_t>(value), __ATOMIC_RELAXED));
+}
+template <typename T>
+T atomicCAS(T* address, T compare, T value) {
+    static_assert(std::is_integral_v<T>, "atomicCAS takes int, unsigned or unsigned long long");
+    __atomic_compare_exchange_n(address, &compare, value, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    return compare;  // the old value, whether or not the swap happened
+}
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+
+// Loads and bit tricks.
+template <typename T>
+T __ldg(const T* address) {
+    return *address;
+}
+inline int __float_as_int(float x) { return std::bit_cast<int>(x); }
+inline unsigned __float_as_uint(float x) { return std::bit_cast<unsigned>(x); }
+inline float __int_as_float(int x) { return std::bit_cast<float>(x); }
+inline float __uint_as_float(unsigned x) { return std::bit_cast<float>(x); }
+inline int __popc(unsigned x) { return std::popcount(x); }
+inline int __popcll(unsigned long long x) { return std::popcount(x); }
+inline int __clz(int x) { return std::countl_zero(static_cast<unsigned>(x)); }
+inline int __ffs(int x) { return x == 0 ? 0 : std::countr_zero(static_cast<unsigned>(x)) + 1; }
+inline unsigned __brev(unsigned x) {
+    unsigned r = 0;
+    for (int i = 0; i < 32; ++i) r |= ((x >> i) & 1u) << (31 - i);
+    return r;
+}
+inline unsigned __umulhi(unsigned a, unsigned b) { return unsigned((uint64_t(a) * b) >> 32); }
+inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+    return static_cast<unsigned long long>((static_cast<unsigned __int128>(a) * b) >> 64);
+}
+
+// Math: the fast intrinsics are exact here (a GPU's are approximate: compare with tolerances).
+inline float __expf(float x) { return std::exp(x); }
+inline float __logf(float x) { return std::log(x); }
+inline float __powf(float x, float y) { return std::pow(x, y); }
+inline float __fdividef(float x, float y) { return x / y; }
+inline float __frcp_rn(float x) { return 1.0f / x; }
+inline float __fsqrt_rn(float x) { return std::sqrt(x); }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : (x != x ? 0.0f : x)); }
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
+inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+inline unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+inline float min(float a, float b) { return std::fmin(a, b); }
+inline float max(float a, float b) { return std::fmax(a, b); }
+inline double min(double a, double b) { return std::fmin(a, b); }
+inline double max(double a, double b) { return std::fmax(a, b); }
+// expf, logf, fmaxf, sqrtf, fmaf, ... come from <math.h> in the global namespace, as in device code.
+
+#if __has_include("common/cpu_backend/fp16_host.h")
+#include "common/cpu_backend/fp16_host.h"  // __hfma, hsqrt, hexp, ...: what cuda_fp16.h lacks on the host
+#endif

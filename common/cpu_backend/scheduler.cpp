@@ -1,0 +1,732 @@
+// common/cpu_backend/scheduler.cpp — runs a grid of CUDA threads on the CPU.
+//
+// A block runs on one OS thread. Thread 0 starts on a fiber. If it finishes without reaching a barrier or a warp
+// collective, the block takes the fast path: the other threads run one after another as plain calls. Otherwise every
+// thread gets a fiber, and the block is scheduled in passes: each pass resumes every runnable thread once, and it
+// runs until its next sync point (barrier, warp collective) or its end. Between passes the scheduler completes
+// what can complete: warp collectives whose live lanes have all arrived, then the block barrier once every thread
+// waits at it. Anything that cannot complete is a bug in the kernel, reported with its block, thread and line.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/context/fiber.hpp>
+#include <condition_variable>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "common/cpu_backend/internal.h"
+#include "common/cpu_backend/runtime.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define CPU_BACKEND_ASAN 1
+#endif
+
+thread_local constinit uint3 threadIdx{0, 0, 0};
+thread_local constinit uint3 blockIdx{0, 0, 0};
+thread_local constinit uint3 blockDim{1, 1, 1};
+thread_local constinit uint3 gridDim{1, 1, 1};
+
+namespace cpu_backend {
+namespace {
+
+namespace ctx = boost::context;
+
+// --- fiber stacks: allocated once per worker, with a guard page so an overflow is a clean SIGSEGV -------------
+class StackPool {
+public:
+    explicit StackPool(size_t size) : size_(size) {}
+    StackPool(const StackPool&) = delete;
+    ~StackPool() {
+        for (void* base : free_) munmap(base, size_ + page());
+    }
+    ctx::stack_context allocate() {
+        void* base;
+        if (!free_.empty()) {
+            base = free_.back();
+            free_.pop_back();
+        } else {
+            base = mmap(nullptr, size_ + page(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                        -1, 0);
+            if (base == MAP_FAILED) fatal("cannot map a fiber stack (%zu KiB)", size_ / 1024);
+            mprotect(base, page(), PROT_NONE);  // stacks grow down: the guard page sits below the lowest address
+        }
+        // Stack tops at one offset modulo 4 KiB would all share a few L1 cache sets and evict each other on
+        // every switch; staggering them by cache lines ("coloring") spreads them over the whole cache.
+        const size_t color = (colors_++ % 63) * 64;
+        ctx::stack_context stack;
+        stack.size = size_ - color;
+        stack.sp = static_cast<char*>(base) + page() + size_ - color;
+        return stack;
+    }
+    void deallocate(ctx::stack_context& stack) {
+        const size_t color = size_ - stack.size;
+        free_.push_back(static_cast<char*>(stack.sp) + color - size_ - page());
+    }
+    size_t size() const { return size_; }
+
+private:
+    static size_t page() {
+        static const size_t bytes = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+        return bytes;
+    }
+    size_t size_;
+    size_t colors_ = 0;
+    std::vector<void*> free_;
+};
+
+
+enum class ThreadState { runnable, at_barrier, at_warp_collective, finished };
+
+struct CudaThread {
+    ctx::fiber fiber;  // the suspended CUDA thread, as the scheduler sees it
+    ctx::fiber sink;   // the scheduler, as the CUDA thread sees it
+    uint3 index{};
+    unsigned linear = 0;
+    ThreadState state = ThreadState::runnable;
+    std::source_location site;  // where it waits
+    // A pending warp collective.
+    unsigned mask = 0;
+    WarpCombine combine = nullptr;
+    const void* in = nullptr;
+    void* out = nullptr;
+#if defined(CPU_BACKEND_ASAN)
+    const void* stack_bottom = nullptr;
+    size_t stack_size = 0;
+#endif
+};
+
+struct PooledStack {  // the StackAllocator concept Boost.Context asks for
+    StackPool* pool;
+    CudaThread* owner;
+    ctx::stack_context allocate() {
+        ctx::stack_context stack = pool->allocate();
+#if defined(CPU_BACKEND_ASAN)
+        owner->stack_bottom = static_cast<char*>(stack.sp) - stack.size;  // ASan must know where it switches to
+        owner->stack_size = stack.size;
+#endif
+        return stack;
+    }
+    void deallocate(ctx::stack_context& stack) noexcept { pool->deallocate(stack); }
+};
+
+// What one worker knows about the block it is running.
+struct BlockRun {
+    const KernelInvocation* kernel = nullptr;
+    uint3 block{};
+    unsigned thread_count = 0;
+    std::vector<CudaThread> threads;
+    CudaThread* current = nullptr;  // the fiber running now; null on the fast path
+    unsigned plain_thread = 0;      // the thread running now on the fast path
+#if defined(CPU_BACKEND_ASAN)
+    const void* worker_stack_bottom = nullptr;
+    size_t worker_stack_size = 0;
+#endif
+};
+
+struct Config {
+    unsigned workers = 1;
+    std::atomic<bool> fuzz{false};  // changed at run time by set_schedule_fuzzing()
+    std::atomic<uint64_t> fuzz_seed{0};
+    size_t stack_bytes = 0;
+};
+
+Config& config() {
+    static Config cfg;
+    static const bool initialized = [](Config& c) {
+        if (const char* w = std::getenv("CUDA_CPU_WORKERS")) {
+            char* end = nullptr;
+            const long n = std::strtol(w, &end, 10);
+            if (end == w || *end != '\0' || n < 1 || n > 1024)
+                fatal("CUDA_CPU_WORKERS must be a whole number from 1 to 1024, not '%s'", w);
+            c.workers = static_cast<unsigned>(n);
+        }
+#if defined(CUDA_TEACH_SANITIZE)
+        c.workers = 1;  // __shared__ is a plain static in this build: one block at a time, process-wide
+#endif
+        if (const char* f = std::getenv("CUDA_CPU_FUZZ"); f && *f) {
+            char* end = nullptr;
+            c.fuzz_seed = std::strtoull(f, &end, 10);
+            if (end == f || *end != '\0') fatal("CUDA_CPU_FUZZ must be a seed (a whole number), not '%s'", f);
+            c.fuzz = true;
+        }
+#if defined(CPU_BACKEND_ASAN)
+        size_t kib = 1024;  // AddressSanitizer's redzones make frames much larger
+#else
+        size_t kib = 256;
+#endif
+        if (const char* s = std::getenv("CUDA_CPU_STACK_KB")) {
+            char* end = nullptr;
+            const long n = std::strtol(s, &end, 10);
+            if (end == s || *end != '\0' || n < 16 || n > 65536)
+                fatal("CUDA_CPU_STACK_KB must be from 16 to 65536, not '%s'", s);
+            kib = static_cast<size_t>(n);
+        }
+        c.stack_bytes = kib * 1024;
+        return true;
+    }(cfg);
+    (void)initialized;
+    return cfg;
+}
+
+struct Worker {
+    BlockRun run;
+    std::vector<unsigned> order;
+    StackPool stacks{config().stack_bytes};
+    struct Free {
+        void operator()(unsigned char* p) const { std::free(p); }
+    };
+    std::unique_ptr<unsigned char[], Free> dynamic_shared{
+        static_cast<unsigned char*>(std::aligned_alloc(128, kMaxSharedBytes))};
+};
+thread_local Worker* this_worker = nullptr;
+
+Worker& worker() {
+    thread_local std::unique_ptr<Worker> owned;
+    if (!owned) {
+        owned = std::make_unique<Worker>();
+        this_worker = owned.get();
+    }
+    return *owned;
+}
+
+std::string where(const std::source_location& site) {
+    return std::string(site.file_name()) + ":" + std::to_string(site.line()) + " (in " + site.function_name() + ")";
+}
+
+std::string coords(uint3 v) {
+    return "(" + std::to_string(v.x) + "," + std::to_string(v.y) + "," + std::to_string(v.z) + ")";
+}
+
+uint3 thread_index(unsigned linear) {
+    return {linear % blockDim.x, (linear / blockDim.x) % blockDim.y, linear / (blockDim.x * blockDim.y)};
+}
+
+// --- switching between the scheduler and a CUDA thread (annotated for AddressSanitizer) -------------------------
+void resume(BlockRun& run, CudaThread& thread) {
+    run.current = &thread;
+    threadIdx = thread.index;
+#if defined(CPU_BACKEND_ASAN)
+    void* fake_stack = nullptr;
+    __sanitizer_start_switch_fiber(&fake_stack, thread.stack_bottom, thread.stack_size);
+#endif
+    thread.fiber = std::move(thread.fiber).resume();
+#if defined(CPU_BACKEND_ASAN)
+    __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
+#endif
+    run.current = nullptr;
+}
+
+void yield_to_scheduler(CudaThread& thread) {
+#if defined(CPU_BACKEND_ASAN)
+    void* fake_stack = nullptr;
+    __sanitizer_start_switch_fiber(&fake_stack, this_worker->run.worker_stack_bottom,
+                                   this_worker->run.worker_stack_size);
+#endif
+    thread.sink = std::move(thread.sink).resume();
+#if defined(CPU_BACKEND_ASAN)
+    __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
+#endif
+}
+
+void start_fiber(Worker& w, CudaThread& thread) {
+    BlockRun* run = &w.run;
+    CudaThread* self = &thread;
+    thread.fiber = ctx::fiber(std::allocator_arg, PooledStack{&w.stacks, &thread}, [run, self](ctx::fiber&& sink) {
+#if defined(CPU_BACKEND_ASAN)
+        __sanitizer_finish_switch_fiber(nullptr, &run->worker_stack_bottom, &run->worker_stack_size);
+#endif
+        self->sink = std::move(sink);
+        run->kernel->run(run->kernel->bound_kernel);
+        self->state = ThreadState::finished;
+#if defined(CPU_BACKEND_ASAN)
+        __sanitizer_start_switch_fiber(nullptr, run->worker_stack_bottom, run->worker_stack_size);
+#endif
+        return std::move(self->sink);
+    });
+}
+
+// --- the pass scheduler -----------------------------------------------------------------------------------------
+std::atomic<uint64_t> launch_counter{0};
+
+[[noreturn]] void block_fault(BlockRun& run, const std::string& message) {
+    std::fprintf(stderr,
+                 "CPU backend: kernel fault in block %s (grid %s, block %s), kernel launched at %s:\n  %s\n",
+                 coords(run.block).c_str(), coords(gridDim).c_str(), coords(blockDim).c_str(),
+                 where(run.kernel->launch_site).c_str(), message.c_str());
+    std::fflush(stderr);
+    std::abort();
+}
+
+const char* state_name(ThreadState s) {
+    switch (s) {
+        case ThreadState::runnable: return "running";
+        case ThreadState::at_barrier: return "waiting at __syncthreads";
+        case ThreadState::at_warp_collective: return "waiting at a warp collective";
+        case ThreadState::finished: return "exited";
+    }
+    return "?";
+}
+
+// A warp collective is waiting and cannot complete: say which lane it waits for and where that lane is.
+[[noreturn]] void report_stuck_warp_collective(BlockRun& run) {
+    for (unsigned i = 0; i < run.thread_count; ++i) {
+        const CudaThread& t = run.threads[i];
+        if (t.state != ThreadState::at_warp_collective) continue;
+        const unsigned base = i / 32 * 32;
+        std::string blocker = "lanes of its mask are at different collectives";
+        for (unsigned l = 0; l < 32 && base + l < run.thread_count; ++l) {
+            const CudaThread& other = run.threads[base + l];
+            if (!(t.mask >> l & 1u) || other.state == ThreadState::finished) continue;
+            if (other.state != ThreadState::at_warp_collective || other.mask != t.mask ||
+                other.combine != t.combine) {
+                blocker = "lane " + std::to_string(l) + " (thread " + coords(other.index) + ") is " +
+                          state_name(other.state) + " at " + where(other.site);
+                break;
+            }
+        }
+        char mask_text[16];
+        std::snprintf(mask_text, sizeof mask_text, "0x%08x", t.mask);
+        block_fault(run, "warp collective with mask " + std::string(mask_text) + " at " + where(t.site) +
+                             " can never complete: thread " + coords(t.index) + " waits, but " + blocker);
+    }
+    block_fault(run, "no thread can make progress");
+}
+
+// Completes every warp collective whose live lanes have all arrived. Returns whether any lane was released.
+bool complete_warp_collectives(BlockRun& run) {
+    bool released = false;
+    const unsigned n = run.thread_count;
+    for (unsigned base = 0; base < n; base += 32) {
+        const unsigned lanes_here = std::min(32u, n - base);
+        for (unsigned lane = 0; lane < lanes_here; ++lane) {
+            CudaThread& first = run.threads[base + lane];
+            if (first.state != ThreadState::at_warp_collective) continue;
+            // The live lanes this collective waits for: named in the mask, present in the block, not exited.
+            unsigned group = 0;
+            bool ready = true;
+            for (unsigned l = 0; l < lanes_here; ++l) {
+                if (!(first.mask >> l & 1u)) continue;
+                const CudaThread& other = run.threads[base + l];
+                if (other.state == ThreadState::finished) continue;
+                if (other.state != ThreadState::at_warp_collective || other.mask != first.mask ||
+                    other.combine != first.combine) {
+                    ready = false;
+                    break;
+                }
+                group |= 1u << l;
+            }
+            if (!ready) continue;
+            WarpLaneSlot slots[32] = {};
+            for (unsigned l = 0; l < lanes_here; ++l) {
+                if (group >> l & 1u) slots[l] = {run.threads[base + l].in, run.threads[base + l].out};
+            }
+            first.combine(slots, group);
+            for (unsigned l = 0; l < lanes_here; ++l) {
+                if (group >> l & 1u) run.threads[base + l].state = ThreadState::runnable;
+            }
+            released = true;
+        }
+    }
+    return released;
+}
+
+// Every thread is blocked or finished and no collective can complete: release the barrier, or report the bug.
+void complete_barrier_or_fault(BlockRun& run, unsigned finished, unsigned at_barrier) {
+    if (finished + at_barrier < run.thread_count) report_stuck_warp_collective(run);
+    const CudaThread* waiting = nullptr;
+    for (unsigned i = 0; i < run.thread_count && !waiting; ++i) {
+        if (run.threads[i].state == ThreadState::at_barrier) waiting = &run.threads[i];
+    }
+    if (finished > 0) {
+        const CudaThread* exited = nullptr;
+        for (unsigned i = 0; i < run.thread_count && !exited; ++i) {
+            if (run.threads[i].state == ThreadState::finished) exited = &run.threads[i];
+        }
+        block_fault(run, "thread " + coords(exited->index) + " exited while thread " + coords(waiting->index) +
+                             " waits at __syncthreads at " + where(waiting->site) +
+                             ": every thread of a block must reach each barrier (no early return before it)");
+    }
+    const std::source_location& site = waiting->site;
+    for (unsigned i = 0; i < run.thread_count; ++i) {
+        CudaThread& t = run.threads[i];
+        const bool same_site = t.site.line() == site.line() && t.site.column() == site.column() &&
+                               (t.site.file_name() == site.file_name() ||
+                                std::strcmp(t.site.file_name(), site.file_name()) == 0);
+        if (!same_site) {
+            block_fault(run, "threads of one block wait at different __syncthreads: thread " +
+                                 coords(waiting->index) + " at " + where(site) + ", thread " + coords(t.index) +
+                                 " at " + where(t.site) + " (a barrier inside divergent code)");
+        }
+        t.state = ThreadState::runnable;
+    }
+}
+
+void run_block(Worker& w, const KernelInvocation& kernel, uint3 block, uint64_t launch_number) {
+    BlockRun& run = w.run;
+    run.kernel = &kernel;
+    run.block = block;
+    run.thread_count = blockDim.x * blockDim.y * blockDim.z;
+    run.current = nullptr;
+    blockIdx = block;
+    if (run.threads.size() < run.thread_count) run.threads.resize(run.thread_count);
+
+    const bool fuzz = config().fuzz;
+    std::vector<unsigned>& order = w.order;  // the order of a pass (shuffled only when fuzzing)
+    std::minstd_rand shuffle_rng;  // small state: seeding it per block costs nothing (a Mersenne Twister would)
+    if (fuzz) {
+        const uint64_t block_linear = (uint64_t(block.z) * gridDim.y + block.y) * gridDim.x + block.x;
+        const uint64_t seed = config().fuzz_seed * 0x9E3779B97F4A7C15ull ^ (launch_number << 32) ^ block_linear;
+        shuffle_rng.seed(static_cast<uint32_t>(seed ^ seed >> 32));
+        order.resize(run.thread_count);
+        std::iota(order.begin(), order.end(), 0u);
+    }
+
+    // Thread 0 goes first, on a fiber: if it needs no sync point, nobody does (or the kernel is wrong).
+    CudaThread& first = run.threads[0];
+    first.linear = 0;
+    first.index = {0, 0, 0};
+    first.state = ThreadState::runnable;
+    start_fiber(w, first);
+    resume(run, first);
+    if (first.state == ThreadState::finished) {
+        if (fuzz) {
+            std::shuffle(order.begin() + 1, order.end(), shuffle_rng);
+            for (unsigned k = 1; k < run.thread_count; ++k) {
+                run.plain_thread = order[k];
+                threadIdx = thread_index(order[k]);
+                kernel.run(kernel.bound_kernel);
+            }
+        } else {
+            // The fast path proper: one plain call per thread, threadIdx counted up like an odometer.
+            uint3 index{0, 0, 0};
+            for (unsigned i = 1; i < run.thread_count; ++i) {
+                if (++index.x == blockDim.x) {
+                    index.x = 0;
+                    if (++index.y == blockDim.y) {
+                        index.y = 0;
+                        ++index.z;
+                    }
+                }
+                run.plain_thread = i;
+                threadIdx = index;
+                kernel.run(kernel.bound_kernel);
+            }
+        }
+        return;
+    }
+
+    for (unsigned i = 1; i < run.thread_count; ++i) {
+        CudaThread& t = run.threads[i];
+        t.linear = i;
+        t.index = thread_index(i);
+        t.state = ThreadState::runnable;
+        start_fiber(w, t);
+    }
+    for (;;) {
+        // One pass: every runnable thread runs to its next sync point or its end.
+        unsigned finished = 0, at_barrier = 0, at_warp = 0;
+        if (fuzz) std::shuffle(order.begin(), order.end(), shuffle_rng);
+        for (unsigned k = 0; k < run.thread_count; ++k) {
+            CudaThread& t = run.threads[fuzz ? order[k] : k];
+            if (t.state == ThreadState::runnable) resume(run, t);
+            finished += t.state == ThreadState::finished;
+            at_barrier += t.state == ThreadState::at_barrier;
+            at_warp += t.state == ThreadState::at_warp_collective;
+        }
+        if (finished == run.thread_count) return;
+        if (at_warp > 0 && complete_warp_collectives(run)) continue;
+        complete_barrier_or_fault(run, finished, at_barrier);
+    }
+}
+
+// --- the worker pool: blocks spread over OS threads; each block stays on the thread that starts it ------------
+class WorkerPool {
+public:
+    // Runs body(block_number) for every block number, on `workers` threads including the caller.
+    template <typename Body>
+    void run(uint64_t block_count, unsigned workers, const Body& body) {
+        std::unique_lock lock(mutex_);
+        while (threads_ + 1 < workers) {
+            std::thread([this] { loop(); }).detach();  // the pool lives as long as the process
+            ++threads_;
+        }
+        next_block_ = 0;
+        block_count_ = block_count;
+        job_ = [&body](uint64_t b) { body(b); };
+        active_ = threads_;
+        ++generation_;
+        lock.unlock();
+        wake_.notify_all();
+        drain();
+        lock.lock();
+        done_.wait(lock, [this] { return active_ == 0; });
+        job_ = nullptr;
+    }
+
+private:
+    void drain() {
+        for (uint64_t b; (b = next_block_.fetch_add(1)) < block_count_;) job_(b);
+    }
+    void loop() {
+        uint64_t seen = 0;
+        for (;;) {
+            std::unique_lock lock(mutex_);
+            wake_.wait(lock, [&] { return generation_ != seen; });
+            seen = generation_;
+            lock.unlock();
+            drain();
+            lock.lock();
+            if (--active_ == 0) done_.notify_all();
+        }
+    }
+    std::mutex mutex_;
+    std::condition_variable wake_, done_;
+    size_t threads_ = 0;
+    std::function<void(uint64_t)> job_;
+    std::atomic<uint64_t> next_block_{0};
+    uint64_t block_count_ = 0;
+    uint64_t generation_ = 0;
+    size_t active_ = 0;
+};
+
+std::mutex attribute_mutex;
+std::unordered_map<const void*, int> max_dynamic_shared;  // set by cudaFuncSetAttribute
+
+}  // namespace
+
+void fatal(const char* format, ...) {
+    std::fprintf(stderr, "CPU backend: ");
+    va_list args;
+    va_start(args, format);
+    std::vfprintf(stderr, format, args);
+    va_end(args);
+    std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+    std::abort();
+}
+
+cudaError_t set_max_dynamic_shared(const void* kernel, int bytes) {
+    if (bytes < 0 || static_cast<size_t>(bytes) > kMaxSharedBytes) return record_error(cudaErrorInvalidValue);
+    std::lock_guard lock(attribute_mutex);
+    max_dynamic_shared[kernel] = bytes;
+    return cudaSuccess;
+}
+
+void run_grid(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t) {
+    // The limits a GPU enforces at launch (compute capability 8.0 and later).
+    const uint64_t threads = uint64_t(block.x) * block.y * block.z;
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535 ||
+        block.x == 0 || block.y == 0 || block.z == 0 || block.x > 1024 || block.y > 1024 || block.z > 64 ||
+        threads > 1024) {
+        record_error(cudaErrorInvalidConfiguration);
+        return;
+    }
+    size_t shared_limit = kDefaultSharedBytes;
+    {
+        std::lock_guard lock(attribute_mutex);
+        if (auto it = max_dynamic_shared.find(kernel.kernel_address); it != max_dynamic_shared.end())
+            shared_limit = std::max<size_t>(shared_limit, it->second);
+    }
+    if (shared_bytes > shared_limit) {
+        record_error(cudaErrorInvalidValue);
+        return;
+    }
+
+    const uint64_t launch_number = launch_counter.fetch_add(1);
+    const uint64_t block_count = uint64_t(grid.x) * grid.y * grid.z;
+    auto run_one = [&](uint64_t b) {
+        Worker& w = worker();
+        gridDim = {grid.x, grid.y, grid.z};
+        blockDim = {block.x, block.y, block.z};
+        // A GPU's shared memory starts as garbage: 0xFF bytes (NaN as floats) make reads of unwritten smem show.
+        std::memset(w.dynamic_shared.get(), 0xFF, shared_bytes);
+        const uint3 block_index{static_cast<unsigned>(b % grid.x), static_cast<unsigned>(b / grid.x % grid.y),
+                                static_cast<unsigned>(b / (uint64_t(grid.x) * grid.y))};
+        run_block(w, kernel, block_index, launch_number);
+        w.run.kernel = nullptr;  // sync points outside a kernel are errors
+    };
+    const unsigned workers = static_cast<unsigned>(std::min<uint64_t>(config().workers, block_count));
+    if (workers <= 1) {
+        for (uint64_t b = 0; b < block_count; ++b) run_one(b);
+    } else {
+        static WorkerPool& pool = *new WorkerPool;  // never destroyed: its threads wait on it until exit
+        static std::mutex pool_mutex;                // one grid at a time through the pool
+        std::lock_guard lock(pool_mutex);
+        pool.run(block_count, workers, run_one);
+    }
+}
+
+unsigned configured_workers() { return config().workers; }
+
+void set_schedule_fuzzing(bool enabled, uint64_t seed) {
+    config().fuzz_seed = seed;
+    config().fuzz = enabled;
+}
+
+unsigned char* dynamic_shared_memory() { return worker().dynamic_shared.get(); }
+
+// --- sync points, called from kernel code ----------------------------------------------------------------------
+namespace {
+BlockRun& current_block(const char* what, const std::source_location& site) {
+    if (!this_worker || !this_worker->run.kernel) {
+        fatal("%s called outside a kernel, at %s", what, where(site).c_str());
+    }
+    BlockRun& run = this_worker->run;
+    if (!run.current) {
+        block_fault(run, "thread " + coords(thread_index(run.plain_thread)) + " reached " + what + " at " +
+                             where(site) +
+                             ", but thread (0,0,0) of this block finished without reaching any barrier or warp "
+                             "collective: every thread of a block must reach the same sync points (divergent "
+                             "barrier)");
+    }
+    return run;
+}
+}  // namespace
+
+void syncthreads(std::source_location site) {
+    BlockRun& run = current_block("__syncthreads", site);
+    CudaThread& self = *run.current;
+    self.state = ThreadState::at_barrier;
+    self.site = site;
+    yield_to_scheduler(self);
+}
+
+void warp_collective(unsigned mask, WarpCombine combine, const void* in, void* out, std::source_location site) {
+    BlockRun& run = current_block("a warp collective", site);
+    CudaThread& self = *run.current;
+    if (!(mask >> (self.linear % 32) & 1u)) {
+        char text[96];
+        std::snprintf(text, sizeof text, "lane %u calls a warp collective with mask 0x%08x, which excludes it",
+                      self.linear % 32, mask);
+        block_fault(run, std::string(text) + ", at " + where(site));
+    }
+    self.state = ThreadState::at_warp_collective;
+    self.site = site;
+    self.mask = mask;
+    self.combine = combine;
+    self.in = in;
+    self.out = out;
+    yield_to_scheduler(self);
+}
+
+unsigned lane_id() {
+    if (!this_worker || !this_worker->run.kernel) return 0;
+    const BlockRun& run = this_worker->run;
+    return (run.current ? run.current->linear : run.plain_thread) % 32;
+}
+
+void kernel_fault(const char* what) {
+    if (!this_worker || !this_worker->run.kernel) fatal("%s", what);
+    BlockRun& run = this_worker->run;
+    const uint3 thread = run.current ? run.current->index : thread_index(run.plain_thread);
+    block_fault(run, "thread " + coords(thread) + ": " + what);
+}
+
+// --- the warp collectives of the CUDA API -------------------------------------------------------------------
+namespace {
+// PTX ISA, shfl.sync: which lane a lane reads from, given b (lane or offset) and c (segment mask, clamp).
+int shuffle_source_lane(int lane, const ShuffleRequest& r) {
+    const int b = r.lane_operand & 0x1f;
+    const int clamp = r.clamp & 0x1f;
+    const int segment_mask = (r.clamp >> 8) & 0x1f;
+    const int max_lane = (lane & segment_mask) | (clamp & ~segment_mask);
+    const int min_lane = lane & segment_mask;
+    int j = lane;
+    bool in_range = false;
+    switch (r.mode) {
+        case ShuffleMode::up: j = lane - b; in_range = j >= max_lane; break;
+        case ShuffleMode::down: j = lane + b; in_range = j <= max_lane; break;
+        case ShuffleMode::bfly: j = lane ^ b; in_range = j <= max_lane; break;
+        case ShuffleMode::idx: j = min_lane | (b & ~segment_mask); in_range = j <= max_lane; break;
+    }
+    return in_range ? j : lane;
+}
+
+void combine_shuffle(WarpLaneSlot* lanes, unsigned group) {
+    for (int lane = 0; lane < 32; ++lane) {
+        if (!(group >> lane & 1u)) continue;
+        const auto& request = *static_cast<const ShuffleRequest*>(lanes[lane].in);
+        const int source = shuffle_source_lane(lane, request);
+        // Reading a lane that exited or is outside the mask is undefined on a GPU: give all-ones bits (NaN).
+        const uint64_t value = (group >> source & 1u) ? static_cast<const ShuffleRequest*>(lanes[source].in)->bits
+                                                      : ~uint64_t{0};
+        *static_cast<uint64_t*>(lanes[lane].out) = value;
+    }
+}
+
+void combine_ballot(WarpLaneSlot* lanes, unsigned group) {
+    unsigned ballot = 0;
+    for (int lane = 0; lane < 32; ++lane) {
+        if ((group >> lane & 1u) && *static_cast<const int*>(lanes[lane].in) != 0) ballot |= 1u << lane;
+    }
+    for (int lane = 0; lane < 32; ++lane) {
+        if (group >> lane & 1u) *static_cast<unsigned*>(lanes[lane].out) = ballot;
+    }
+}
+
+// Every live lane of the mask voted true (lanes that exited do not vote).
+void combine_all(WarpLaneSlot* lanes, unsigned group) {
+    int all = 1;
+    for (int lane = 0; lane < 32; ++lane) {
+        if ((group >> lane & 1u) && *static_cast<const int*>(lanes[lane].in) == 0) all = 0;
+    }
+    for (int lane = 0; lane < 32; ++lane) {
+        if (group >> lane & 1u) *static_cast<int*>(lanes[lane].out) = all;
+    }
+}
+
+void combine_nothing(WarpLaneSlot*, unsigned) {}
+}  // namespace
+
+uint64_t shuffle(unsigned mask, const ShuffleRequest& request, std::source_location site) {
+    uint64_t result = 0;
+    warp_collective(mask, combine_shuffle, &request, &result, site);
+    return result;
+}
+
+}  // namespace cpu_backend
+
+void __syncwarp(unsigned mask, std::source_location site) {
+    cpu_backend::warp_collective(mask, cpu_backend::combine_nothing, nullptr, nullptr, site);
+}
+
+unsigned __ballot_sync(unsigned mask, int predicate, std::source_location site) {
+    unsigned result = 0;
+    cpu_backend::warp_collective(mask, cpu_backend::combine_ballot, &predicate, &result, site);
+    return result & mask;
+}
+
+int __any_sync(unsigned mask, int predicate, std::source_location site) {
+    return __ballot_sync(mask, predicate, site) != 0;  // exited lanes do not vote
+}
+
+int __all_sync(unsigned mask, int predicate, std::source_location site) {
+    int result = 0;
+    cpu_backend::warp_collective(mask, cpu_backend::combine_all, &predicate, &result, site);
+    return result;
+}
+
+unsigned __activemask() {
+    const auto* w = cpu_backend::this_worker;
+    if (!w || !w->run.kernel || !w->run.current) return 0xffffffffu;
+    const auto& run = w->run;
+    const unsigned base = run.current->linear / 32 * 32;
+    unsigned live = 0;
+    for (unsigned l = 0; l < 32 && base + l < run.thread_count; ++l) {
+        if (run.threads[base + l].state != cpu_backend::ThreadState::finished) live |= 1u << l;
+    }
+    return live;
+}

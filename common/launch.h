@@ -1,0 +1,103 @@
+// common/launch.h — the one include a kernel file, a lesson or a test needs.
+//
+// defines: the CUDA runtime API (real, or the CPU backend's subset with the same names),
+//          CUDA_CHECK(call), launch(kernel, grid, block, shared_bytes, stream, args...),
+//          dynamic_shared<T>(), BACKEND_NAME, and the device builtins (__syncthreads, __shfl_*_sync, ...).
+//
+// Two flavors are built from the same source:
+//   cuda — compiled by nvcc; launch() is exactly `kernel<<<grid, block, shared_bytes, stream>>>(args...)`
+//          followed by a check of cudaGetLastError(), so a bad launch configuration is reported where it happens.
+//   cpu  — compiled by the host C++ compiler (CUDA_TEACH_CPU is defined); launch() runs the kernel on the CPU
+//          execution backend in common/cpu_backend/: one fiber per CUDA thread, a block on one OS thread.
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+#if defined(CUDA_TEACH_CPU)
+#include "common/cpu_backend/runtime.h"
+#else
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#endif
+
+// Every CUDA call is checked: on failure print the call, where it was made, the error's name and text, and exit.
+// A learner sees `CUDA error cudaErrorMemoryAllocation (out of memory) at lesson.cu:42: cudaMalloc(&p, bytes)`
+// instead of garbage three kernels later.
+#define CUDA_CHECK(call)                                                                              \
+    do {                                                                                              \
+        const cudaError_t cuda_check_status_ = (call);                                                \
+        if (cuda_check_status_ != cudaSuccess) {                                                      \
+            std::fprintf(stderr, "CUDA error %s (%s) at %s:%d: %s\n", cudaGetErrorName(cuda_check_status_), \
+                         cudaGetErrorString(cuda_check_status_), __FILE__, __LINE__, #call);          \
+            std::exit(EXIT_FAILURE);                                                                  \
+        }                                                                                             \
+    } while (0)
+
+#if defined(CUDA_TEACH_CPU)
+inline constexpr const char* BACKEND_NAME = "cpu";
+#else
+inline constexpr const char* BACKEND_NAME = "cuda";
+#endif
+
+// launch(kernel, grid, block, shared_bytes, stream, args...) stands for
+//     kernel<<<grid, block, shared_bytes, stream>>>(args...);  CUDA_CHECK(cudaGetLastError());
+// It is a function template rather than a macro so that the arguments are converted to the kernel's parameter
+// types exactly as a call would convert them, and so the CPU backend can run the same kernel.
+#if defined(CUDA_TEACH_CPU)
+template <typename... KernelParams, typename... Args>
+void launch(void (*kernel)(KernelParams...), cpu_backend::LaunchGrid grid, dim3 block, size_t shared_bytes,
+            cudaStream_t stream, Args&&... args) {
+    static_assert(sizeof...(KernelParams) == sizeof...(Args), "launch: wrong number of kernel arguments");
+    cpu_backend::launch_kernel(kernel, grid, block, shared_bytes, stream, std::forward<Args>(args)...);
+    CUDA_CHECK(cudaGetLastError());
+}
+#elif defined(__CUDACC__)
+template <typename... KernelParams, typename... Args>
+void launch(void (*kernel)(KernelParams...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+            Args&&... args) {
+    static_assert(sizeof...(KernelParams) == sizeof...(Args), "launch: wrong number of kernel arguments");
+    kernel<<<grid, block, shared_bytes, stream>>>(std::forward<Args>(args)...);
+    CUDA_CHECK(cudaGetLastError());  // catches a bad configuration (too many threads, too much shared memory)
+}
+#endif
+
+// try_launch(...): the same launch, returning the launch error instead of exiting on it — for code that handles a
+// bad configuration itself (and for the tests that check such errors are reported).
+#if defined(CUDA_TEACH_CPU)
+template <typename... KernelParams, typename... Args>
+[[nodiscard]] cudaError_t try_launch(void (*kernel)(KernelParams...), cpu_backend::LaunchGrid grid, dim3 block,
+                                     size_t shared_bytes, cudaStream_t stream, Args&&... args) {
+    cpu_backend::launch_kernel(kernel, grid, block, shared_bytes, stream, std::forward<Args>(args)...);
+    return cudaGetLastError();
+}
+#elif defined(__CUDACC__)
+template <typename... KernelParams, typename... Args>
+[[nodiscard]] cudaError_t try_launch(void (*kernel)(KernelParams...), dim3 grid, dim3 block, size_t shared_bytes,
+                                     cudaStream_t stream, Args&&... args) {
+    kernel<<<grid, block, shared_bytes, stream>>>(std::forward<Args>(args)...);
+    return cudaGetLastError();
+}
+#endif
+
+// Dynamic shared memory, one spelling for both flavors:  float* tile = dynamic_shared<float>();
+// (`extern __shared__ float tile[];` cannot be expressed on the CPU, so kernels use this instead.)
+#if defined(CUDA_TEACH_CPU)
+template <typename T>
+inline T* dynamic_shared() {
+    return reinterpret_cast<T*>(cpu_backend::dynamic_shared_memory());
+}
+#elif defined(__CUDACC__)
+template <typename T>
+__device__ __forceinline__ T* dynamic_shared() {
+    extern __shared__ __align__(16) unsigned char dynamic_shared_bytes[];
+    return reinterpret_cast<T*>(dynamic_shared_bytes);
+}
+#endif
+
+// Ceiling division, for grid sizes: blocks needed to cover n items with `per_block` items each.
+template <typename T>
+__host__ __device__ constexpr T ceil_div(T n, T per_block) {
+    return (n + per_block - 1) / per_block;
+}

@@ -1,0 +1,96 @@
+// tests/test_support.h — what every test file includes: Catch2 (2.x or 3.x), device detection and skipping,
+// device buffers, seeded random inputs, NaN poisoning, and the `abs + |ref|·eps` comparison.
+#pragma once
+
+#if CATCH2_MAJOR >= 3
+#include <catch2/catch_all.hpp>
+#else
+#include <catch2/catch.hpp>
+#endif
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/launch.h"
+
+namespace test_support {
+
+// True when kernels can run: always on the CPU backend; on the cuda flavor only if a GPU is visible.
+bool device_available();
+std::string no_device_reason();
+
+// Marks the current test as skipped (not passed). Catch2 3 has SKIP(); with Catch2 2 the test process exits with
+// code 4 when run by CTest (SKIP_RETURN_CODE 4 in tests/CMakeLists.txt), and warns when the binary is run by hand.
+[[noreturn]] void exit_skipped(const std::string& reason);
+
+// A seeded generator for this test: fresh inputs per test case (the seed mixes the test's name with Catch's
+// --rng-seed), the same inputs every time the same test runs with the same seed.
+std::mt19937_64 rng_for_test();
+std::vector<float> random_floats(std::mt19937_64& rng, size_t count, float lo = -1.0f, float hi = 1.0f);
+
+// Tolerance for a value computed in float: |got - ref| <= abs + |ref| * rel.
+bool close_enough(double got, double ref, double abs_tol, double rel_tol);
+
+// Compares element by element; on the first few mismatches prints index, got, ref. NaN never matches.
+// Returns the number of mismatches (so a test writes REQUIRE(count_mismatches(...) == 0)).
+size_t count_mismatches(const std::vector<float>& got, const std::vector<double>& ref, double abs_tol,
+                        double rel_tol, const char* what = "");
+
+// A device buffer that frees itself, poisoned with NaN bytes (0xFF) when created so an element a kernel forgot
+// to write fails the comparison instead of passing as a leftover zero.
+template <typename T>
+class DeviceBuffer {
+public:
+    explicit DeviceBuffer(size_t count) : count_(count) {
+        CUDA_CHECK(cudaMalloc(&data_, bytes() == 0 ? 1 : bytes()));
+        poison();
+    }
+    explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) { upload(host); }
+    ~DeviceBuffer() { cudaFree(data_); }
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+    T* get() const { return data_; }
+    size_t size() const { return count_; }
+    size_t bytes() const { return count_ * sizeof(T); }
+    void poison() { CUDA_CHECK(cudaMemset(data_, 0xFF, bytes())); }
+    void upload(const std::vector<T>& host) {
+        REQUIRE(host.size() == count_);
+        CUDA_CHECK(cudaMemcpy(data_, host.data(), bytes(), cudaMemcpyHostToDevice));
+    }
+    std::vector<T> download() const {
+        std::vector<T> host(count_);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaMemcpy(host.data(), data_, bytes(), cudaMemcpyDeviceToHost));
+        return host;
+    }
+
+private:
+    T* data_ = nullptr;
+    size_t count_ = 0;
+};
+
+// Runs `body` in a forked child process (stdout and stderr captured) and reports how it ended: for must-fail
+// tests of things that abort the process. CPU backend only (a CUDA context does not survive fork).
+struct ChildResult {
+    bool exited_normally = false;  // returned from `body` or called exit()
+    int exit_code = -1;
+    int signal = 0;  // the signal that ended it, if any (SIGABRT for the backend's kernel faults)
+    std::string output;
+};
+ChildResult run_in_child(void (*body)());
+
+}  // namespace test_support
+
+// Put first in every test that launches a kernel or allocates device memory.
+#define REQUIRE_DEVICE()                                                               \
+    do {                                                                               \
+        if (!test_support::device_available()) {                                       \
+            test_support::exit_skipped(test_support::no_device_reason());              \
+        }                                                                              \
+    } while (0)
