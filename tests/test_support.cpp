@@ -71,7 +71,12 @@ ChildResult run_in_child(void (*body)()) {
 
 std::mt19937_64 rng_for_test() {
     const std::string name = Catch::getResultCapture().getCurrentTestName();
-    const uint64_t seed = std::hash<std::string>{}(name) ^ (uint64_t{Catch::rngSeed()} * 0x9E3779B97F4A7C15ull);
+#if CATCH2_MAJOR >= 3
+    const uint64_t catch_seed = Catch::getSeed();
+#else
+    const uint64_t catch_seed = Catch::rngSeed();
+#endif
+    const uint64_t seed = std::hash<std::string>{}(name) ^ (catch_seed * 0x9E3779B97F4A7C15ull);
     return std::mt19937_64(seed);
 }
 

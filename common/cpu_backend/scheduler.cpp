@@ -6,6 +6,7 @@
 // runs until its next sync point (barrier, warp collective) or its end. Between passes the scheduler completes
 // what can complete: warp collectives whose live lanes have all arrived, then the block barrier once every thread
 // waits at it. Anything that cannot complete is a bug in the kernel, reported with its block, thread and line.
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -65,6 +66,10 @@ public:
         }
         // Stack tops at one offset modulo 4 KiB would all share a few L1 cache sets and evict each other on
         // every switch; staggering them by cache lines ("coloring") spreads them over the whole cache.
+#if defined(CPU_BACKEND_ASAN)
+        // A reused stack still carries the redzones of the frames of the fiber that last ran on it.
+        ASAN_UNPOISON_MEMORY_REGION(static_cast<char*>(base) + page(), size_);
+#endif
         const size_t color = (colors_++ % 63) * 64;
         ctx::stack_context stack;
         stack.size = size_ - color;
@@ -91,8 +96,7 @@ private:
 enum class ThreadState { runnable, at_barrier, at_warp_collective, finished };
 
 struct CudaThread {
-    ctx::fiber fiber;  // the suspended CUDA thread, as the scheduler sees it
-    ctx::fiber sink;   // the scheduler, as the CUDA thread sees it
+    ctx::fiber fiber;  // the CUDA thread's continuation while it is suspended
     uint3 index{};
     unsigned linear = 0;
     ThreadState state = ThreadState::runnable;
@@ -130,6 +134,14 @@ struct BlockRun {
     std::vector<CudaThread> threads;
     CudaThread* current = nullptr;  // the fiber running now; null on the fast path
     unsigned plain_thread = 0;      // the thread running now on the fast path
+    // A pass: threads hand over directly to the next runnable thread in pass order (one switch per thread per
+    // sync point instead of two through the scheduler); the last one hands back to the scheduler.
+    const unsigned* pass_order = nullptr;  // null: 0, 1, 2, ... (fuzzing shuffles it)
+    unsigned pass_position = 0;            // where the search for the next runnable thread starts
+    unsigned pass_end = 0;                 // positions [pass_end, thread_count) are not in this pass
+    ctx::fiber scheduler;                  // the worker's own stack, while CUDA threads run
+    ctx::fiber* park_slot = nullptr;       // where a resumed context must park the continuation that resumed it
+    ctx::fiber discarded;                  // the park slot of a finished fiber
 #if defined(CPU_BACKEND_ASAN)
     const void* worker_stack_bottom = nullptr;
     size_t worker_stack_size = 0;
@@ -182,6 +194,17 @@ Config& config() {
 }
 
 struct Worker {
+    Worker() {
+#if defined(CPU_BACKEND_ASAN)
+        // AddressSanitizer must be told the bounds of each stack a switch lands on, this OS thread's own too.
+        pthread_attr_t attributes;
+        pthread_getattr_np(pthread_self(), &attributes);
+        void* bottom = nullptr;
+        pthread_attr_getstack(&attributes, &bottom, &run.worker_stack_size);
+        run.worker_stack_bottom = bottom;
+        pthread_attr_destroy(&attributes);
+#endif
+    }
     BlockRun run;
     std::vector<unsigned> order;
     StackPool stacks{config().stack_bytes};
@@ -214,47 +237,74 @@ uint3 thread_index(unsigned linear) {
     return {linear % blockDim.x, (linear / blockDim.x) % blockDim.y, linear / (blockDim.x * blockDim.y)};
 }
 
-// --- switching between the scheduler and a CUDA thread (annotated for AddressSanitizer) -------------------------
-void resume(BlockRun& run, CudaThread& thread) {
-    run.current = &thread;
-    threadIdx = thread.index;
-#if defined(CPU_BACKEND_ASAN)
-    void* fake_stack = nullptr;
-    __sanitizer_start_switch_fiber(&fake_stack, thread.stack_bottom, thread.stack_size);
-#endif
-    thread.fiber = std::move(thread.fiber).resume();
-#if defined(CPU_BACKEND_ASAN)
-    __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
-#endif
-    run.current = nullptr;
+// --- switching between CUDA threads and the scheduler (annotated for AddressSanitizer) ------------------------
+
+// The next runnable thread of this pass, or null when the pass is over (then control returns to the scheduler).
+CudaThread* next_in_pass(BlockRun& run) {
+    while (run.pass_position < run.pass_end) {
+        const unsigned k = run.pass_position++;
+        CudaThread& t = run.threads[run.pass_order ? run.pass_order[k] : k];
+        if (t.state == ThreadState::runnable) return &t;
+    }
+    return nullptr;
 }
 
-void yield_to_scheduler(CudaThread& thread) {
+void asan_start_switch(void** fake_stack, const BlockRun& run, const CudaThread* to) {
 #if defined(CPU_BACKEND_ASAN)
-    void* fake_stack = nullptr;
-    __sanitizer_start_switch_fiber(&fake_stack, this_worker->run.worker_stack_bottom,
-                                   this_worker->run.worker_stack_size);
+    if (to) __sanitizer_start_switch_fiber(fake_stack, to->stack_bottom, to->stack_size);
+    else __sanitizer_start_switch_fiber(fake_stack, run.worker_stack_bottom, run.worker_stack_size);
+#else
+    (void)fake_stack, (void)run, (void)to;
 #endif
-    thread.sink = std::move(thread.sink).resume();
+}
+void asan_finish_switch(void* fake_stack) {
 #if defined(CPU_BACKEND_ASAN)
     __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
+#else
+    (void)fake_stack;
 #endif
+}
+
+// Parks the running context's continuation in `my_slot` and runs `to` (the scheduler when null) until something
+// transfers back here.
+void transfer(BlockRun& run, ctx::fiber& my_slot, CudaThread* to) {
+    run.current = to;
+    if (to) threadIdx = to->index;
+    run.park_slot = &my_slot;
+    void* fake_stack = nullptr;
+    asan_start_switch(&fake_stack, run, to);
+    ctx::fiber resumed_by = std::move(to ? to->fiber : run.scheduler).resume();
+    asan_finish_switch(fake_stack);
+    *run.park_slot = std::move(resumed_by);  // whoever resumed us said where its continuation goes
+}
+
+// A CUDA thread reached a sync point: let the rest of the pass run.
+void yield_to_next(BlockRun& run, CudaThread& self) { transfer(run, self.fiber, next_in_pass(run)); }
+
+// The scheduler runs one pass: every runnable thread among the first `thread_count` positions runs to its next sync
+// point or its end.
+void run_pass(BlockRun& run, unsigned thread_count) {
+    run.pass_position = 0;
+    run.pass_end = thread_count;
+    if (CudaThread* first = next_in_pass(run)) transfer(run, run.scheduler, first);
+    run.current = nullptr;
 }
 
 void start_fiber(Worker& w, CudaThread& thread) {
     BlockRun* run = &w.run;
     CudaThread* self = &thread;
     thread.fiber = ctx::fiber(std::allocator_arg, PooledStack{&w.stacks, &thread}, [run, self](ctx::fiber&& sink) {
-#if defined(CPU_BACKEND_ASAN)
-        __sanitizer_finish_switch_fiber(nullptr, &run->worker_stack_bottom, &run->worker_stack_size);
-#endif
-        self->sink = std::move(sink);
+        asan_finish_switch(nullptr);
+        *run->park_slot = std::move(sink);
         run->kernel->run(run->kernel->bound_kernel);
         self->state = ThreadState::finished;
-#if defined(CPU_BACKEND_ASAN)
-        __sanitizer_start_switch_fiber(nullptr, run->worker_stack_bottom, run->worker_stack_size);
-#endif
-        return std::move(self->sink);
+        // Hand over to the next thread of the pass (or the scheduler); this fiber and its stack are released.
+        CudaThread* next = next_in_pass(*run);
+        run->current = next;
+        if (next) threadIdx = next->index;
+        run->park_slot = &run->discarded;
+        asan_start_switch(nullptr, *run, next);
+        return std::move(next ? next->fiber : run->scheduler);
     });
 }
 
@@ -400,7 +450,8 @@ void run_block(Worker& w, const KernelInvocation& kernel, uint3 block, uint64_t 
     first.index = {0, 0, 0};
     first.state = ThreadState::runnable;
     start_fiber(w, first);
-    resume(run, first);
+    run.pass_order = nullptr;
+    run_pass(run, 1);  // only thread 0 exists yet: the pass is thread 0 alone
     if (first.state == ThreadState::finished) {
         if (fuzz) {
             std::shuffle(order.begin() + 1, order.end(), shuffle_rng);
@@ -435,16 +486,16 @@ void run_block(Worker& w, const KernelInvocation& kernel, uint3 block, uint64_t 
         t.state = ThreadState::runnable;
         start_fiber(w, t);
     }
+    run.pass_order = fuzz ? order.data() : nullptr;
     for (;;) {
-        // One pass: every runnable thread runs to its next sync point or its end.
-        unsigned finished = 0, at_barrier = 0, at_warp = 0;
         if (fuzz) std::shuffle(order.begin(), order.end(), shuffle_rng);
-        for (unsigned k = 0; k < run.thread_count; ++k) {
-            CudaThread& t = run.threads[fuzz ? order[k] : k];
-            if (t.state == ThreadState::runnable) resume(run, t);
-            finished += t.state == ThreadState::finished;
-            at_barrier += t.state == ThreadState::at_barrier;
-            at_warp += t.state == ThreadState::at_warp_collective;
+        run_pass(run, run.thread_count);
+        unsigned finished = 0, at_barrier = 0, at_warp = 0;
+        for (unsigned i = 0; i < run.thread_count; ++i) {
+            const ThreadState state = run.threads[i].state;
+            finished += state == ThreadState::finished;
+            at_barrier += state == ThreadState::at_barrier;
+            at_warp += state == ThreadState::at_warp_collective;
         }
         if (finished == run.thread_count) return;
         if (at_warp > 0 && complete_warp_collectives(run)) continue;
@@ -601,7 +652,7 @@ void syncthreads(std::source_location site) {
     CudaThread& self = *run.current;
     self.state = ThreadState::at_barrier;
     self.site = site;
-    yield_to_scheduler(self);
+    yield_to_next(run, self);
 }
 
 void warp_collective(unsigned mask, WarpCombine combine, const void* in, void* out, std::source_location site) {
@@ -619,7 +670,7 @@ void warp_collective(unsigned mask, WarpCombine combine, const void* in, void* o
     self.combine = combine;
     self.in = in;
     self.out = out;
-    yield_to_scheduler(self);
+    yield_to_next(run, self);
 }
 
 unsigned lane_id() {
