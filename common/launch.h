@@ -13,6 +13,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>  // before any CUDA header: its __noinline__ macro breaks libstdc++'s shared_ptr_base.h
 #include <utility>
 
 #if defined(CUDA_TEACH_CPU)

@@ -14,7 +14,11 @@
 // capacity, e.g. 512M or 8G, default 8G), CUDA_CPU_STACK_KB (fiber stack size).
 #pragma once
 
-// CUDA's own headers first: they define __half, dim3, float4, cudaError_t, cudaDeviceProp... (plain host code), but
+// libstdc++'s shared_ptr_base.h writes __attribute__((__noinline__)), which CUDA's __noinline__ macro would break:
+// include it before any CUDA header, so a standard header included after this one still compiles.
+#include <memory>
+
+// CUDA's own headers next: they define __half, dim3, float4, cudaError_t, cudaDeviceProp... (plain host code), but
 // crt/host_defines.h also defines __shared__ and friends as nothing under g++, which would silently turn a shared
 // tile into a per-thread local array. So include them, then redefine the qualifiers below.
 #include <cuda_fp16.h>
