@@ -4,6 +4,7 @@
 // by the sanitizer build. These are properties of the CPU backend, so most run in the cpu flavor only.
 #include <csignal>
 
+#include "common/tensor_core.h"
 #include "tests/test_support.h"
 
 using test_support::DeviceBuffer;
@@ -83,6 +84,15 @@ __global__ void shuffle_while_lane_waits_at_barrier(float* out) {
     out[threadIdx.x] = v;
 }
 
+__global__ void mma_with_a_lane_missing(float* out) {
+    const uint32_t a[4] = {0, 0, 0, 0}, b[2] = {0, 0};
+    const float c[4] = {0, 0, 0, 0};
+    float d[4];
+    if (threadIdx.x == 3) return;  // lane 3 skips the warp-wide instruction
+    mma_m16n8k16_f16_f32(d, a, b, c);
+    out[threadIdx.x] = d[0];
+}
+
 float* fault_buffer() {
     float* p = nullptr;
     CUDA_CHECK(cudaMalloc(&p, 64 * sizeof(float)));
@@ -146,6 +156,11 @@ TEST_CASE("must fail: different __syncthreads call sites in one block abort", "[
 TEST_CASE("must fail: a warp collective whose mask can never complete aborts", "[backend][must-fail]") {
     expect_kernel_fault([] { launch(shuffle_while_lane_waits_at_barrier, 1, 32, 0, 0, fault_buffer()); },
                         "can never complete", "lane 5");
+}
+
+TEST_CASE("must fail: an mma.sync that a lane skips aborts", "[backend][must-fail][tensor-core]") {
+    expect_kernel_fault([] { launch(mma_with_a_lane_missing, 1, 32, 0, 0, fault_buffer()); }, "all 32 lanes",
+                        "0xfffffff7");  // every lane but lane 3
 }
 
 #if defined(__SANITIZE_ADDRESS__)

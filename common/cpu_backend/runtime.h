@@ -205,7 +205,7 @@ T shuffle_value(unsigned mask, T value, ShuffleMode mode, int lane_operand, int 
     request.clamp = mode == ShuffleMode::up ? segment_mask : (segment_mask | 0x1f);
     const uint64_t bits = shuffle(mask, request, site);
     T result;
-    std::memcpy(&result, &bits, sizeof(T));
+    std::memcpy(static_cast<void*>(&result), &bits, sizeof(T));  // (void*: __half has a user-declared copy)
     return result;
 }
 }  // namespace cpu_backend

@@ -383,7 +383,9 @@ bool complete_warp_collectives(BlockRun& run) {
             for (unsigned l = 0; l < lanes_here; ++l) {
                 if (group >> l & 1u) slots[l] = {run.threads[base + l].in, run.threads[base + l].out};
             }
+            run.current = &first;  // so that a fault reported by the combiner names a thread of this warp
             first.combine(slots, group);
+            run.current = nullptr;
             for (unsigned l = 0; l < lanes_here; ++l) {
                 if (group >> l & 1u) run.threads[base + l].state = ThreadState::runnable;
             }
