@@ -30,7 +30,7 @@ deps:
 build/cpu/CMakeCache.txt: | deps
 	cmake -S . -B build/cpu $(GENERATOR) -DFLAVOR=cpu
 build/cpu-sanitize/CMakeCache.txt: | deps
-	cmake -S . -B build/cpu-sanitize $(GENERATOR) -DFLAVOR=cpu -DSANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake -S . -B build/cpu-sanitize $(GENERATOR) -DFLAVOR=cpu -DSANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 build/cuda/CMakeCache.txt: | deps
 	cmake -S . -B build/cuda $(GENERATOR) -DFLAVOR=cuda
 
