@@ -92,8 +92,7 @@ int main(int argc, char** argv) {
     const int n = 1 << 22, threads = 256;
     int* out = nullptr;
     CUDA_CHECK(cudaMalloc(&out, n * sizeof(int)));
-    const float index_ms =
-        median_ms(7, [&] { launch(write_index, ceil_div(n, threads), threads, 0, 0, out, n); });
+    const float index_ms = median_ms(7, [&] { launch(write_index, ceil_div(n, threads), threads, 0, 0, out, n); });
     const double ns_per_thread = index_ms * 1e6 / n;
 
     // 2. Barriers: the difference between 33 and 1 rounds of two barriers, per thread per barrier.
@@ -138,14 +137,15 @@ int main(int argc, char** argv) {
 
     const char* unit = cpu ? "CPU-backend figures (host clock)" : "GPU figures (CUDA events)";
     std::printf("%s\n", unit);
-    std::printf("  %-44s %10.2f ns   (%d threads in %.2f ms)%s\n", "per CUDA thread, barrier-free path:",
-                ns_per_thread, n, index_ms, cpu ? "   goal <= 5 ns" : "");
+    std::printf("  %-44s %10.2f ns   (%d threads in %.2f ms)%s\n", "per CUDA thread, barrier-free path:", ns_per_thread,
+                n, index_ms, cpu ? "   goal <= 5 ns" : "");
     std::printf("  %-44s %10.2f ns   (%d blocks x %d threads x %d barriers)%s\n",
                 "per thread per __syncthreads:", ns_per_barrier, blocks, threads, 2 * (rounds - 1),
                 cpu ? "   goal <= 20 ns" : "");
-    std::printf("  %-44s %10.2f GFLOP/s (%d^3 in %.2f ms)\n", "tiled GEMM kernel (16x16 shared tiles):",
-                flops / (gemm_ms * 1e6), size, gemm_ms);
-    std::printf("  %-44s %10.2f GFLOP/s (%d^3 in %.2f ms, one host core)\n", "plain C++ loop on the host:",
-                2.0 * host_size * host_size * host_size / (host_ms * 1e6), host_size, host_ms);
+    std::printf("  %-44s %10.2f GFLOP/s (%d^3 in %.2f ms)\n",
+                "tiled GEMM kernel (16x16 shared tiles):", flops / (gemm_ms * 1e6), size, gemm_ms);
+    std::printf("  %-44s %10.2f GFLOP/s (%d^3 in %.2f ms, one host core)\n",
+                "plain C++ loop on the host:", 2.0 * host_size * host_size * host_size / (host_ms * 1e6), host_size,
+                host_ms);
     return 0;
 }

@@ -29,8 +29,8 @@ std::string device_summary() {
     int driver = 0;
     CUDA_CHECK(cudaDriverGetVersion(&driver));
     char line[512];
-    std::snprintf(line, sizeof line, "%s (sm_%d%d, %d SMs, %.1f GiB, driver %d.%d)", prop.name, prop.major,
-                  prop.minor, prop.multiProcessorCount, prop.totalGlobalMem / double(1u << 30), driver / 1000,
+    std::snprintf(line, sizeof line, "%s (sm_%d%d, %d SMs, %.1f GiB, driver %d.%d)", prop.name, prop.major, prop.minor,
+                  prop.multiProcessorCount, prop.totalGlobalMem / double(1u << 30), driver / 1000,
                   (driver % 1000) / 10);
     return line;
 }

@@ -26,14 +26,14 @@
 // Every CUDA call is checked: on failure print the call, where it was made, the error's name and text, and exit.
 // A learner sees `CUDA error cudaErrorMemoryAllocation (out of memory) at lesson.cu:42: cudaMalloc(&p, bytes)`
 // instead of garbage three kernels later.
-#define CUDA_CHECK(call)                                                                              \
-    do {                                                                                              \
-        const cudaError_t cuda_check_status_ = (call);                                                \
-        if (cuda_check_status_ != cudaSuccess) {                                                      \
+#define CUDA_CHECK(call)                                                                                    \
+    do {                                                                                                    \
+        const cudaError_t cuda_check_status_ = (call);                                                      \
+        if (cuda_check_status_ != cudaSuccess) {                                                            \
             std::fprintf(stderr, "CUDA error %s (%s) at %s:%d: %s\n", cudaGetErrorName(cuda_check_status_), \
-                         cudaGetErrorString(cuda_check_status_), __FILE__, __LINE__, #call);          \
-            std::exit(EXIT_FAILURE);                                                                  \
-        }                                                                                             \
+                         cudaGetErrorString(cuda_check_status_), __FILE__, __LINE__, #call);                \
+            std::exit(EXIT_FAILURE);                                                                        \
+        }                                                                                                   \
     } while (0)
 
 #if defined(CUDA_TEACH_CPU)

@@ -149,8 +149,8 @@ TEST_CASE("must fail: an early return before a barrier aborts", "[backend][must-
 }
 
 TEST_CASE("must fail: different __syncthreads call sites in one block abort", "[backend][must-fail]") {
-    expect_kernel_fault([] { launch(two_barrier_sites, 1, 32, 0, 0, fault_buffer()); },
-                        "different __syncthreads", "two_barrier_sites");
+    expect_kernel_fault([] { launch(two_barrier_sites, 1, 32, 0, 0, fault_buffer()); }, "different __syncthreads",
+                        "two_barrier_sites");
 }
 
 TEST_CASE("must fail: a warp collective whose mask can never complete aborts", "[backend][must-fail]") {

@@ -54,10 +54,18 @@ __global__ void shuffle_kernel(const T* in, T* out, Shuffle kind, int operand, i
     const T value = in[i];
     T result{};
     switch (kind) {
-        case Shuffle::idx: result = __shfl_sync(0xffffffffu, value, operand, width); break;
-        case Shuffle::up: result = __shfl_up_sync(0xffffffffu, value, unsigned(operand), width); break;
-        case Shuffle::down: result = __shfl_down_sync(0xffffffffu, value, unsigned(operand), width); break;
-        case Shuffle::bfly: result = __shfl_xor_sync(0xffffffffu, value, operand, width); break;
+        case Shuffle::idx:
+            result = __shfl_sync(0xffffffffu, value, operand, width);
+            break;
+        case Shuffle::up:
+            result = __shfl_up_sync(0xffffffffu, value, unsigned(operand), width);
+            break;
+        case Shuffle::down:
+            result = __shfl_down_sync(0xffffffffu, value, unsigned(operand), width);
+            break;
+        case Shuffle::bfly:
+            result = __shfl_xor_sync(0xffffffffu, value, operand, width);
+            break;
     }
     out[i] = result;
 }
@@ -67,9 +75,12 @@ __global__ void shuffle_kernel(const T* in, T* out, Shuffle kind, int operand, i
 int expected_source(Shuffle kind, int lane, int operand, int width) {
     const int segment_start = lane / width * width;
     switch (kind) {
-        case Shuffle::idx: return segment_start + ((operand % width) + width) % width;
-        case Shuffle::up: return lane - segment_start >= operand ? lane - operand : lane;
-        case Shuffle::down: return lane - segment_start + operand < width ? lane + operand : lane;
+        case Shuffle::idx:
+            return segment_start + ((operand % width) + width) % width;
+        case Shuffle::up:
+            return lane - segment_start >= operand ? lane - operand : lane;
+        case Shuffle::down:
+            return lane - segment_start + operand < width ? lane + operand : lane;
         case Shuffle::bfly: {
             const int source = lane ^ operand;
             return source < segment_start + width ? source : lane;  // earlier groups readable, later ones not
@@ -237,7 +248,7 @@ TEST_CASE("ballot, any and all", "[backend][warp]") {
     const int n = 32 * 5;
     std::vector<int> predicate(n);
     for (int i = 0; i < n; ++i) predicate[i] = int(rng() % 3 == 0) * int(1 + rng() % 5);  // not just 0/1
-    for (int i = 32; i < 64; ++i) predicate[i] = 0;         // a warp where nobody votes true
+    for (int i = 32; i < 64; ++i) predicate[i] = 0;          // a warp where nobody votes true
     for (int i = 64; i < 96; ++i) predicate[i] = 1 + i % 2;  // a warp where everyone does
     DeviceBuffer<int> pred(predicate), any(n), all(n);
     DeviceBuffer<unsigned> ballot(n);
@@ -268,8 +279,8 @@ TEST_CASE("atomics from many blocks", "[backend][atomics]") {
     DeviceBuffer<int> exchanged(std::vector<int>{-1});
     DeviceBuffer<float> sum(std::vector<float>{0.0f});
     DeviceBuffer<unsigned> counter(std::vector<unsigned>{0});
-    launch(atomics, ceil_div(n, 128), 128, 0, 0, in.get(), n, histogram.get(), sum.get(), maximum.get(),
-           counter.get(), exchanged.get());
+    launch(atomics, ceil_div(n, 128), 128, 0, 0, in.get(), n, histogram.get(), sum.get(), maximum.get(), counter.get(),
+           exchanged.get());
     std::vector<int> expected_histogram(16, 0);
     for (int v : values) expected_histogram[v % 16]++;
     REQUIRE(histogram.download() == expected_histogram);

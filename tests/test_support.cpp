@@ -93,8 +93,8 @@ bool close_enough(double got, double ref, double abs_tol, double rel_tol) {
     return std::fabs(got - ref) <= abs_tol + std::fabs(ref) * rel_tol;
 }
 
-size_t count_mismatches(const std::vector<float>& got, const std::vector<double>& ref, double abs_tol,
-                        double rel_tol, const char* what) {
+size_t count_mismatches(const std::vector<float>& got, const std::vector<double>& ref, double abs_tol, double rel_tol,
+                        const char* what) {
     REQUIRE(got.size() == ref.size());
     size_t mismatches = 0;
     for (size_t i = 0; i < got.size(); ++i) {
@@ -110,4 +110,6 @@ size_t count_mismatches(const std::vector<float>& got, const std::vector<double>
 
 }  // namespace test_support
 
-int main(int argc, char** argv) { return Catch::Session().run(argc, argv); }
+int main(int argc, char** argv) {
+    return Catch::Session().run(argc, argv);
+}

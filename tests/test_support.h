@@ -38,14 +38,14 @@ bool close_enough(double got, double ref, double abs_tol, double rel_tol);
 
 // Compares element by element; on the first few mismatches prints index, got, ref. NaN never matches.
 // Returns the number of mismatches (so a test writes REQUIRE(count_mismatches(...) == 0)).
-size_t count_mismatches(const std::vector<float>& got, const std::vector<double>& ref, double abs_tol,
-                        double rel_tol, const char* what = "");
+size_t count_mismatches(const std::vector<float>& got, const std::vector<double>& ref, double abs_tol, double rel_tol,
+                        const char* what = "");
 
 // A device buffer that frees itself, poisoned with NaN bytes (0xFF) when created so an element a kernel forgot
 // to write fails the comparison instead of passing as a leftover zero.
 template <typename T>
 class DeviceBuffer {
-public:
+  public:
     explicit DeviceBuffer(size_t count) : count_(count) {
         CUDA_CHECK(cudaMalloc(&data_, bytes() == 0 ? 1 : bytes()));
         poison();
@@ -70,7 +70,7 @@ public:
         return host;
     }
 
-private:
+  private:
     T* data_ = nullptr;
     size_t count_ = 0;
 };
@@ -88,9 +88,9 @@ ChildResult run_in_child(void (*body)());
 }  // namespace test_support
 
 // Put first in every test that launches a kernel or allocates device memory.
-#define REQUIRE_DEVICE()                                                               \
-    do {                                                                               \
-        if (!test_support::device_available()) {                                       \
-            test_support::exit_skipped(test_support::no_device_reason());              \
-        }                                                                              \
+#define REQUIRE_DEVICE()                                                  \
+    do {                                                                  \
+        if (!test_support::device_available()) {                          \
+            test_support::exit_skipped(test_support::no_device_reason()); \
+        }                                                                 \
     } while (0)

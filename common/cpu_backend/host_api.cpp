@@ -34,10 +34,14 @@ size_t parse_capacity(const char* text) {
     const double value = std::strtod(text, &end);
     double scale = 1;
     std::string unit = end ? end : "";
-    if (unit == "K" || unit == "k" || unit == "KiB") scale = 1024.0;
-    else if (unit == "M" || unit == "m" || unit == "MiB") scale = 1024.0 * 1024;
-    else if (unit == "G" || unit == "g" || unit == "GiB") scale = 1024.0 * 1024 * 1024;
-    else if (!unit.empty()) end = nullptr;
+    if (unit == "K" || unit == "k" || unit == "KiB")
+        scale = 1024.0;
+    else if (unit == "M" || unit == "m" || unit == "MiB")
+        scale = 1024.0 * 1024;
+    else if (unit == "G" || unit == "g" || unit == "GiB")
+        scale = 1024.0 * 1024 * 1024;
+    else if (!unit.empty())
+        end = nullptr;
     if (end == text || end == nullptr || !(value > 0) || value * scale > 1e15)
         fatal("CUDA_CPU_MEMORY must be a size such as 512M or 8G, not '%s'", text);
     return static_cast<size_t>(value * scale);
@@ -59,7 +63,9 @@ Memory& memory() {
     return m;
 }
 
-double emulated_gib() { return memory().capacity / double(1ull << 30); }
+double emulated_gib() {
+    return memory().capacity / double(1ull << 30);
+}
 
 }  // namespace
 
@@ -77,39 +83,65 @@ cudaError_t cudaGetLastError() {
     cpu_backend::last_error = cudaSuccess;
     return e;
 }
-cudaError_t cudaPeekAtLastError() { return cpu_backend::last_error; }
+cudaError_t cudaPeekAtLastError() {
+    return cpu_backend::last_error;
+}
 
 const char* cudaGetErrorName(cudaError_t error) {
     switch (error) {
-        case cudaSuccess: return "cudaSuccess";
-        case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-        case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-        case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
-        case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-        case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
-        case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
-        case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
-        case cudaErrorNotReady: return "cudaErrorNotReady";
-        case cudaErrorNoDevice: return "cudaErrorNoDevice";
-        case cudaErrorNotSupported: return "cudaErrorNotSupported";
-        default: return "cudaErrorUnknown";
+        case cudaSuccess:
+            return "cudaSuccess";
+        case cudaErrorInvalidValue:
+            return "cudaErrorInvalidValue";
+        case cudaErrorMemoryAllocation:
+            return "cudaErrorMemoryAllocation";
+        case cudaErrorInvalidConfiguration:
+            return "cudaErrorInvalidConfiguration";
+        case cudaErrorInvalidDevice:
+            return "cudaErrorInvalidDevice";
+        case cudaErrorInvalidDevicePointer:
+            return "cudaErrorInvalidDevicePointer";
+        case cudaErrorInvalidResourceHandle:
+            return "cudaErrorInvalidResourceHandle";
+        case cudaErrorInvalidMemcpyDirection:
+            return "cudaErrorInvalidMemcpyDirection";
+        case cudaErrorNotReady:
+            return "cudaErrorNotReady";
+        case cudaErrorNoDevice:
+            return "cudaErrorNoDevice";
+        case cudaErrorNotSupported:
+            return "cudaErrorNotSupported";
+        default:
+            return "cudaErrorUnknown";
     }
 }
 
 const char* cudaGetErrorString(cudaError_t error) {
     switch (error) {
-        case cudaSuccess: return "no error";
-        case cudaErrorInvalidValue: return "invalid argument";
-        case cudaErrorMemoryAllocation: return "out of memory";
-        case cudaErrorInvalidConfiguration: return "invalid configuration argument";
-        case cudaErrorInvalidDevice: return "invalid device ordinal";
-        case cudaErrorInvalidDevicePointer: return "invalid device pointer";
-        case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-        case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
-        case cudaErrorNotReady: return "device not ready";
-        case cudaErrorNoDevice: return "no CUDA-capable device is detected";
-        case cudaErrorNotSupported: return "operation not supported";
-        default: return "unrecognized error code";
+        case cudaSuccess:
+            return "no error";
+        case cudaErrorInvalidValue:
+            return "invalid argument";
+        case cudaErrorMemoryAllocation:
+            return "out of memory";
+        case cudaErrorInvalidConfiguration:
+            return "invalid configuration argument";
+        case cudaErrorInvalidDevice:
+            return "invalid device ordinal";
+        case cudaErrorInvalidDevicePointer:
+            return "invalid device pointer";
+        case cudaErrorInvalidResourceHandle:
+            return "invalid resource handle";
+        case cudaErrorInvalidMemcpyDirection:
+            return "invalid copy direction for memcpy";
+        case cudaErrorNotReady:
+            return "device not ready";
+        case cudaErrorNoDevice:
+            return "no CUDA-capable device is detected";
+        case cudaErrorNotSupported:
+            return "operation not supported";
+        default:
+            return "unrecognized error code";
     }
 }
 
@@ -124,7 +156,9 @@ cudaError_t cudaGetDevice(int* device) {
     *device = 0;
     return cudaSuccess;
 }
-cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : record_error(cudaErrorInvalidDevice); }
+cudaError_t cudaSetDevice(int device) {
+    return device == 0 ? cudaSuccess : record_error(cudaErrorInvalidDevice);
+}
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
     if (!prop) return record_error(cudaErrorInvalidValue);
@@ -157,14 +191,29 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
     if (!value) return record_error(cudaErrorInvalidValue);
     if (device != 0) return record_error(cudaErrorInvalidDevice);
     switch (attr) {
-        case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = cpu_backend::kMaxSharedBytes; break;
-        case cudaDevAttrMaxSharedMemoryPerBlock: *value = cpu_backend::kDefaultSharedBytes; break;
-        case cudaDevAttrMultiProcessorCount: *value = static_cast<int>(cpu_backend::configured_workers()); break;
-        case cudaDevAttrWarpSize: *value = 32; break;
-        case cudaDevAttrMaxThreadsPerBlock: *value = 1024; break;
-        case cudaDevAttrComputeCapabilityMajor: *value = 8; break;
-        case cudaDevAttrComputeCapabilityMinor: *value = 0; break;
-        default: return record_error(cudaErrorNotSupported);
+        case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+            *value = cpu_backend::kMaxSharedBytes;
+            break;
+        case cudaDevAttrMaxSharedMemoryPerBlock:
+            *value = cpu_backend::kDefaultSharedBytes;
+            break;
+        case cudaDevAttrMultiProcessorCount:
+            *value = static_cast<int>(cpu_backend::configured_workers());
+            break;
+        case cudaDevAttrWarpSize:
+            *value = 32;
+            break;
+        case cudaDevAttrMaxThreadsPerBlock:
+            *value = 1024;
+            break;
+        case cudaDevAttrComputeCapabilityMajor:
+            *value = 8;
+            break;
+        case cudaDevAttrComputeCapabilityMinor:
+            *value = 0;
+            break;
+        default:
+            return record_error(cudaErrorNotSupported);
     }
     return cudaSuccess;
 }
@@ -179,8 +228,12 @@ cudaError_t cudaRuntimeGetVersion(int* version) {
     *version = 0;
     return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }  // every launch and copy has already finished
-cudaError_t cudaDeviceReset() { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize() {
+    return cudaSuccess;
+}  // every launch and copy has already finished
+cudaError_t cudaDeviceReset() {
+    return cudaSuccess;
+}
 
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
     if (!free_bytes || !total_bytes) return record_error(cudaErrorInvalidValue);
@@ -233,7 +286,9 @@ cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int) {
     *ptr = p;
     return cudaSuccess;
 }
-cudaError_t cudaMallocHost(void** ptr, size_t bytes) { return cudaHostAlloc(ptr, bytes, 0); }
+cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
+    return cudaHostAlloc(ptr, bytes, 0);
+}
 
 cudaError_t cudaFreeHost(void* ptr) {
     if (!ptr) return cudaSuccess;
@@ -275,14 +330,20 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) 
     *stream = new CUstream_st{flags};
     return cudaSuccess;
 }
-cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, 0); }
+cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+    return cudaStreamCreateWithFlags(stream, 0);
+}
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     if (!stream) return record_error(cudaErrorInvalidResourceHandle);
     delete stream;
     return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t) {
+    return cudaSuccess;
+}
+cudaError_t cudaStreamQuery(cudaStream_t) {
+    return cudaSuccess;
+}
 cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t event, unsigned int) {
     return event ? cudaSuccess : record_error(cudaErrorInvalidResourceHandle);
 }
@@ -292,7 +353,9 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
     *event = new CUevent_st{{}, false};
     return cudaSuccess;
 }
-cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, 0); }
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+    return cudaEventCreateWithFlags(event, 0);
+}
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
     if (!event) return record_error(cudaErrorInvalidResourceHandle);
     delete event;

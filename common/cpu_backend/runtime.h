@@ -133,8 +133,8 @@ template <typename... KernelParams, typename... Args>
 void launch_kernel(void (*kernel)(KernelParams...), LaunchGrid grid, dim3 block, size_t shared_bytes,
                    cudaStream_t stream, Args&&... args) {
     const BoundKernel<KernelParams...> bound{kernel, {std::forward<Args>(args)...}};
-    const KernelInvocation invocation{&BoundKernel<KernelParams...>::run, &bound,
-                                      reinterpret_cast<const void*>(kernel), grid.site};
+    const KernelInvocation invocation{&BoundKernel<KernelParams...>::run, &bound, reinterpret_cast<const void*>(kernel),
+                                      grid.site};
     run_grid(invocation, grid.dims, block, shared_bytes, stream);
 }
 
@@ -232,7 +232,9 @@ T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSize,
 }
 
 // Atomics: real atomic read-modify-writes, because blocks may run on several workers at once.
-inline int atomicAdd(int* address, int value) { return __atomic_fetch_add(address, value, __ATOMIC_RELAXED); }
+inline int atomicAdd(int* address, int value) {
+    return __atomic_fetch_add(address, value, __ATOMIC_RELAXED);
+}
 inline unsigned atomicAdd(unsigned* address, unsigned value) {
     return __atomic_fetch_add(address, value, __ATOMIC_RELAXED);
 }
@@ -256,7 +258,9 @@ inline float atomicAdd(float* address, float value) {
 inline double atomicAdd(double* address, double value) {
     return atomic_float_update<double>(address, value, [](double a, double b) { return a + b; });
 }
-inline int atomicSub(int* address, int value) { return __atomic_fetch_sub(address, value, __ATOMIC_RELAXED); }
+inline int atomicSub(int* address, int value) {
+    return __atomic_fetch_sub(address, value, __ATOMIC_RELAXED);
+}
 template <typename T, typename Op>
 T atomic_integer_update(T* address, T value, Op op) {
     T expected = __atomic_load_n(address, __ATOMIC_RELAXED);
@@ -274,7 +278,9 @@ inline unsigned atomicMax(unsigned* address, unsigned value) {
 inline int atomicMin(int* address, int value) {
     return atomic_integer_update(address, value, [](int a, int b) { return a < b ? a : b; });
 }
-inline int atomicExch(int* address, int value) { return __atomic_exchange_n(address, value, __ATOMIC_RELAXED); }
+inline int atomicExch(int* address, int value) {
+    return __atomic_exchange_n(address, value, __ATOMIC_RELAXED);
+}
 inline unsigned atomicExch(unsigned* address, unsigned value) {
     return __atomic_exchange_n(address, value, __ATOMIC_RELAXED);
 }
@@ -288,56 +294,124 @@ T atomicCAS(T* address, T compare, T value) {
     __atomic_compare_exchange_n(address, &compare, value, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     return compare;  // the old value, whether or not the swap happened
 }
-inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence() {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+inline void __threadfence_block() {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
 
 // Loads and bit tricks.
 template <typename T>
 T __ldg(const T* address) {
     return *address;
 }
-inline int __float_as_int(float x) { return std::bit_cast<int>(x); }
-inline unsigned __float_as_uint(float x) { return std::bit_cast<unsigned>(x); }
-inline float __int_as_float(int x) { return std::bit_cast<float>(x); }
-inline float __uint_as_float(unsigned x) { return std::bit_cast<float>(x); }
-inline int __popc(unsigned x) { return std::popcount(x); }
-inline int __popcll(unsigned long long x) { return std::popcount(x); }
-inline int __clz(int x) { return std::countl_zero(static_cast<unsigned>(x)); }
-inline int __ffs(int x) { return x == 0 ? 0 : std::countr_zero(static_cast<unsigned>(x)) + 1; }
+inline int __float_as_int(float x) {
+    return std::bit_cast<int>(x);
+}
+inline unsigned __float_as_uint(float x) {
+    return std::bit_cast<unsigned>(x);
+}
+inline float __int_as_float(int x) {
+    return std::bit_cast<float>(x);
+}
+inline float __uint_as_float(unsigned x) {
+    return std::bit_cast<float>(x);
+}
+inline int __popc(unsigned x) {
+    return std::popcount(x);
+}
+inline int __popcll(unsigned long long x) {
+    return std::popcount(x);
+}
+inline int __clz(int x) {
+    return std::countl_zero(static_cast<unsigned>(x));
+}
+inline int __ffs(int x) {
+    return x == 0 ? 0 : std::countr_zero(static_cast<unsigned>(x)) + 1;
+}
 inline unsigned __brev(unsigned x) {
     unsigned r = 0;
     for (int i = 0; i < 32; ++i) r |= ((x >> i) & 1u) << (31 - i);
     return r;
 }
-inline unsigned __umulhi(unsigned a, unsigned b) { return unsigned((uint64_t(a) * b) >> 32); }
+inline unsigned __umulhi(unsigned a, unsigned b) {
+    return unsigned((uint64_t(a) * b) >> 32);
+}
 inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
     return static_cast<unsigned long long>((static_cast<unsigned __int128>(a) * b) >> 64);
 }
 
 // Math: the fast intrinsics are exact here (a GPU's are approximate: compare with tolerances).
-inline float __expf(float x) { return std::exp(x); }
-inline float __logf(float x) { return std::log(x); }
-inline float __powf(float x, float y) { return std::pow(x, y); }
-inline float __fdividef(float x, float y) { return x / y; }
-inline float __frcp_rn(float x) { return 1.0f / x; }
-inline float __fsqrt_rn(float x) { return std::sqrt(x); }
-inline float __fadd_rn(float a, float b) { return a + b; }
-inline float __fmul_rn(float a, float b) { return a * b; }
-inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
-inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
-inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : (x != x ? 0.0f : x)); }
-inline int min(int a, int b) { return a < b ? a : b; }
-inline int max(int a, int b) { return a > b ? a : b; }
-inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
-inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
-inline long long min(long long a, long long b) { return a < b ? a : b; }
-inline long long max(long long a, long long b) { return a > b ? a : b; }
-inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
-inline unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
-inline float min(float a, float b) { return std::fmin(a, b); }
-inline float max(float a, float b) { return std::fmax(a, b); }
-inline double min(double a, double b) { return std::fmin(a, b); }
-inline double max(double a, double b) { return std::fmax(a, b); }
+inline float __expf(float x) {
+    return std::exp(x);
+}
+inline float __logf(float x) {
+    return std::log(x);
+}
+inline float __powf(float x, float y) {
+    return std::pow(x, y);
+}
+inline float __fdividef(float x, float y) {
+    return x / y;
+}
+inline float __frcp_rn(float x) {
+    return 1.0f / x;
+}
+inline float __fsqrt_rn(float x) {
+    return std::sqrt(x);
+}
+inline float __fadd_rn(float a, float b) {
+    return a + b;
+}
+inline float __fmul_rn(float a, float b) {
+    return a * b;
+}
+inline float __fmaf_rn(float a, float b, float c) {
+    return std::fma(a, b, c);
+}
+inline float rsqrtf(float x) {
+    return 1.0f / std::sqrt(x);
+}
+inline float __saturatef(float x) {
+    return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : (x != x ? 0.0f : x));
+}
+inline int min(int a, int b) {
+    return a < b ? a : b;
+}
+inline int max(int a, int b) {
+    return a > b ? a : b;
+}
+inline unsigned min(unsigned a, unsigned b) {
+    return a < b ? a : b;
+}
+inline unsigned max(unsigned a, unsigned b) {
+    return a > b ? a : b;
+}
+inline long long min(long long a, long long b) {
+    return a < b ? a : b;
+}
+inline long long max(long long a, long long b) {
+    return a > b ? a : b;
+}
+inline unsigned long long min(unsigned long long a, unsigned long long b) {
+    return a < b ? a : b;
+}
+inline unsigned long long max(unsigned long long a, unsigned long long b) {
+    return a > b ? a : b;
+}
+inline float min(float a, float b) {
+    return std::fmin(a, b);
+}
+inline float max(float a, float b) {
+    return std::fmax(a, b);
+}
+inline double min(double a, double b) {
+    return std::fmin(a, b);
+}
+inline double max(double a, double b) {
+    return std::fmax(a, b);
+}
 // expf, logf, fmaxf, sqrtf, fmaf, ... come from <math.h> in the global namespace, as in device code.
 
 #if __has_include("common/cpu_backend/fp16_host.h")

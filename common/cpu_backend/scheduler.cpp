@@ -47,7 +47,7 @@ namespace ctx = boost::context;
 
 // --- fiber stacks: allocated once per worker, with a guard page so an overflow is a clean SIGSEGV -------------
 class StackPool {
-public:
+  public:
     explicit StackPool(size_t size) : size_(size) {}
     StackPool(const StackPool&) = delete;
     ~StackPool() {
@@ -80,9 +80,11 @@ public:
         const size_t color = size_ - stack.size;
         free_.push_back(static_cast<char*>(stack.sp) + color - size_ - page());
     }
-    size_t size() const { return size_; }
+    size_t size() const {
+        return size_;
+    }
 
-private:
+  private:
     static size_t page() {
         static const size_t bytes = static_cast<size_t>(sysconf(_SC_PAGESIZE));
         return bytes;
@@ -91,7 +93,6 @@ private:
     size_t colors_ = 0;
     std::vector<void*> free_;
 };
-
 
 enum class ThreadState { runnable, at_barrier, at_warp_collective, finished };
 
@@ -123,7 +124,9 @@ struct PooledStack {  // the StackAllocator concept Boost.Context asks for
 #endif
         return stack;
     }
-    void deallocate(ctx::stack_context& stack) noexcept { pool->deallocate(stack); }
+    void deallocate(ctx::stack_context& stack) noexcept {
+        pool->deallocate(stack);
+    }
 };
 
 // What one worker knows about the block it is running.
@@ -251,8 +254,10 @@ CudaThread* next_in_pass(BlockRun& run) {
 
 void asan_start_switch(void** fake_stack, const BlockRun& run, const CudaThread* to) {
 #if defined(CPU_BACKEND_ASAN)
-    if (to) __sanitizer_start_switch_fiber(fake_stack, to->stack_bottom, to->stack_size);
-    else __sanitizer_start_switch_fiber(fake_stack, run.worker_stack_bottom, run.worker_stack_size);
+    if (to)
+        __sanitizer_start_switch_fiber(fake_stack, to->stack_bottom, to->stack_size);
+    else
+        __sanitizer_start_switch_fiber(fake_stack, run.worker_stack_bottom, run.worker_stack_size);
 #else
     (void)fake_stack, (void)run, (void)to;
 #endif
@@ -279,7 +284,9 @@ void transfer(BlockRun& run, ctx::fiber& my_slot, CudaThread* to) {
 }
 
 // A CUDA thread reached a sync point: let the rest of the pass run.
-void yield_to_next(BlockRun& run, CudaThread& self) { transfer(run, self.fiber, next_in_pass(run)); }
+void yield_to_next(BlockRun& run, CudaThread& self) {
+    transfer(run, self.fiber, next_in_pass(run));
+}
 
 // The scheduler runs one pass: every runnable thread among the first `thread_count` positions runs to its next sync
 // point or its end.
@@ -312,8 +319,7 @@ void start_fiber(Worker& w, CudaThread& thread) {
 std::atomic<uint64_t> launch_counter{0};
 
 [[noreturn]] void block_fault(BlockRun& run, const std::string& message) {
-    std::fprintf(stderr,
-                 "CPU backend: kernel fault in block %s (grid %s, block %s), kernel launched at %s:\n  %s\n",
+    std::fprintf(stderr, "CPU backend: kernel fault in block %s (grid %s, block %s), kernel launched at %s:\n  %s\n",
                  coords(run.block).c_str(), coords(gridDim).c_str(), coords(blockDim).c_str(),
                  where(run.kernel->launch_site).c_str(), message.c_str());
     std::fflush(stderr);
@@ -322,10 +328,14 @@ std::atomic<uint64_t> launch_counter{0};
 
 const char* state_name(ThreadState s) {
     switch (s) {
-        case ThreadState::runnable: return "running";
-        case ThreadState::at_barrier: return "waiting at __syncthreads";
-        case ThreadState::at_warp_collective: return "waiting at a warp collective";
-        case ThreadState::finished: return "exited";
+        case ThreadState::runnable:
+            return "running";
+        case ThreadState::at_barrier:
+            return "waiting at __syncthreads";
+        case ThreadState::at_warp_collective:
+            return "waiting at a warp collective";
+        case ThreadState::finished:
+            return "exited";
     }
     return "?";
 }
@@ -340,8 +350,7 @@ const char* state_name(ThreadState s) {
         for (unsigned l = 0; l < 32 && base + l < run.thread_count; ++l) {
             const CudaThread& other = run.threads[base + l];
             if (!(t.mask >> l & 1u) || other.state == ThreadState::finished) continue;
-            if (other.state != ThreadState::at_warp_collective || other.mask != t.mask ||
-                other.combine != t.combine) {
+            if (other.state != ThreadState::at_warp_collective || other.mask != t.mask || other.combine != t.combine) {
                 blocker = "lane " + std::to_string(l) + " (thread " + coords(other.index) + ") is " +
                           state_name(other.state) + " at " + where(other.site);
                 break;
@@ -414,13 +423,13 @@ void complete_barrier_or_fault(BlockRun& run, unsigned finished, unsigned at_bar
     const std::source_location& site = waiting->site;
     for (unsigned i = 0; i < run.thread_count; ++i) {
         CudaThread& t = run.threads[i];
-        const bool same_site = t.site.line() == site.line() && t.site.column() == site.column() &&
-                               (t.site.file_name() == site.file_name() ||
-                                std::strcmp(t.site.file_name(), site.file_name()) == 0);
+        const bool same_site =
+            t.site.line() == site.line() && t.site.column() == site.column() &&
+            (t.site.file_name() == site.file_name() || std::strcmp(t.site.file_name(), site.file_name()) == 0);
         if (!same_site) {
-            block_fault(run, "threads of one block wait at different __syncthreads: thread " +
-                                 coords(waiting->index) + " at " + where(site) + ", thread " + coords(t.index) +
-                                 " at " + where(t.site) + " (a barrier inside divergent code)");
+            block_fault(run, "threads of one block wait at different __syncthreads: thread " + coords(waiting->index) +
+                                 " at " + where(site) + ", thread " + coords(t.index) + " at " + where(t.site) +
+                                 " (a barrier inside divergent code)");
         }
         t.state = ThreadState::runnable;
     }
@@ -507,7 +516,7 @@ void run_block(Worker& w, const KernelInvocation& kernel, uint3 block, uint64_t 
 
 // --- the worker pool: blocks spread over OS threads; each block stays on the thread that starts it ------------
 class WorkerPool {
-public:
+  public:
     // Runs body(block_number) for every block number, on `workers` threads including the caller.
     template <typename Body>
     void run(uint64_t block_count, unsigned workers, const Body& body) {
@@ -529,7 +538,7 @@ public:
         job_ = nullptr;
     }
 
-private:
+  private:
     void drain() {
         for (uint64_t b; (b = next_block_.fetch_add(1)) < block_count_;) job_(b);
     }
@@ -616,20 +625,24 @@ void run_grid(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t shar
         for (uint64_t b = 0; b < block_count; ++b) run_one(b);
     } else {
         static WorkerPool& pool = *new WorkerPool;  // never destroyed: its threads wait on it until exit
-        static std::mutex pool_mutex;                // one grid at a time through the pool
+        static std::mutex pool_mutex;               // one grid at a time through the pool
         std::lock_guard lock(pool_mutex);
         pool.run(block_count, workers, run_one);
     }
 }
 
-unsigned configured_workers() { return config().workers; }
+unsigned configured_workers() {
+    return config().workers;
+}
 
 void set_schedule_fuzzing(bool enabled, uint64_t seed) {
     config().fuzz_seed = seed;
     config().fuzz = enabled;
 }
 
-unsigned char* dynamic_shared_memory() { return worker().dynamic_shared.get(); }
+unsigned char* dynamic_shared_memory() {
+    return worker().dynamic_shared.get();
+}
 
 // --- sync points, called from kernel code ----------------------------------------------------------------------
 namespace {
@@ -700,10 +713,22 @@ int shuffle_source_lane(int lane, const ShuffleRequest& r) {
     int j = lane;
     bool in_range = false;
     switch (r.mode) {
-        case ShuffleMode::up: j = lane - b; in_range = j >= max_lane; break;
-        case ShuffleMode::down: j = lane + b; in_range = j <= max_lane; break;
-        case ShuffleMode::bfly: j = lane ^ b; in_range = j <= max_lane; break;
-        case ShuffleMode::idx: j = min_lane | (b & ~segment_mask); in_range = j <= max_lane; break;
+        case ShuffleMode::up:
+            j = lane - b;
+            in_range = j >= max_lane;
+            break;
+        case ShuffleMode::down:
+            j = lane + b;
+            in_range = j <= max_lane;
+            break;
+        case ShuffleMode::bfly:
+            j = lane ^ b;
+            in_range = j <= max_lane;
+            break;
+        case ShuffleMode::idx:
+            j = min_lane | (b & ~segment_mask);
+            in_range = j <= max_lane;
+            break;
     }
     return in_range ? j : lane;
 }
@@ -714,8 +739,8 @@ void combine_shuffle(WarpLaneSlot* lanes, unsigned group) {
         const auto& request = *static_cast<const ShuffleRequest*>(lanes[lane].in);
         const int source = shuffle_source_lane(lane, request);
         // Reading a lane that exited or is outside the mask is undefined on a GPU: give all-ones bits (NaN).
-        const uint64_t value = (group >> source & 1u) ? static_cast<const ShuffleRequest*>(lanes[source].in)->bits
-                                                      : ~uint64_t{0};
+        const uint64_t value =
+            (group >> source & 1u) ? static_cast<const ShuffleRequest*>(lanes[source].in)->bits : ~uint64_t{0};
         *static_cast<uint64_t*>(lanes[lane].out) = value;
     }
 }

@@ -1,0 +1,577 @@
+// bench/bench.cu — validates every kernel in kernels/ against the float64 reference, then times them.
+//
+//   build/cuda/bench/bench            all GEMM versions at the MLP's shapes (batch 128 and 1024, 784 → 1024 →
+//                                     1024 → 10: forward, input gradient, weight gradient) and at 4096³,
+//                                     beside cuBLAS SGEMM; then the memory-bound kernels beside a
+//                                     device-to-device copy
+//   build/cuda/bench/bench --quick    fewer repetitions, smaller memory-bound sizes
+//   build/cuda/bench/bench --version 4   only GEMM version 4 (and cuBLAS)
+//   build/cpu/bench/bench             the same on the CPU backend: small sizes, no 4096³, few repetitions
+//
+// Figures are printed, never asserted. Method (what keeps them honest):
+//   * validation first: each version and every transpose against the float64 reference (and cuBLAS through
+//   the
+//     same row-major wrapper), so a fast wrong kernel is reported as wrong, not fast;
+//   * CUDA events around each run, after warm-up runs; the median of the runs (robust to a stray slow one);
+//   * GEMM inputs and outputs rotate over enough buffer sets to exceed twice the L2 cache, so a run does not
+//   find
+//     its operands left in L2 by the previous one (memory-bound kernels use working sets far larger than L2);
+//   * GEMM: GFLOP/s = 2·M·N·K / time, and % of cuBLAS SGEMM (FP32, no TF32) on the same shape in the same
+//   run;
+//   * memory-bound kernels: GB/s = bytes the kernel must move / time, and % of a cudaMemcpy device-to-device
+//     copy (2 bytes moved per byte copied) measured in the same run.
+// Goals on an H200 (measured when a GPU is available, not here): register-blocked ≥ 85% of cuBLAS at 4096³;
+// memory-bound kernels ≥ 80% of the copy bandwidth.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/device_info.h"
+#include "common/launch.h"
+#include "common/reference_ops.h"
+#include "kernels/bias_grad.cuh"
+#include "kernels/elementwise.cuh"
+#include "kernels/evaluate.cuh"
+#include "kernels/gemm.cuh"
+#include "kernels/normalize.cuh"
+#include "kernels/optimizers.cuh"
+#include "kernels/softmax_cross_entropy.cuh"
+
+#if !defined(CUDA_TEACH_CPU)
+#include <cublas_v2.h>
+#endif
+
+namespace {
+
+#if defined(CUDA_TEACH_CPU)
+constexpr bool kCpuBackend = true;
+#else
+constexpr bool kCpuBackend = false;
+#endif
+
+// ---------------------------------------------------------------------------------------------------------------
+// Options
+
+struct Options {
+    bool quick = false;
+    int only_version = 0;  // 0: all GEMM versions
+};
+
+void print_usage() {
+    std::printf(
+        "usage: bench [--quick] [--version N] [--help]\n"
+        "Validates every kernel in kernels/ against the float64 reference, then times it.\n"
+        "  --quick      fewer repetitions and smaller memory-bound sizes\n"
+        "  --version N  time only GEMM version N (1 naive, 2 coalesced, 3 tiled, 4 register_blocked)\n"
+        "  --help       this text\n");
+}
+
+Options parse_options(int argc, char** argv) {
+    Options options;
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (arg == "--help" || arg == "-h") {
+            print_usage();
+            std::exit(0);
+        } else if (arg == "--quick") {
+            options.quick = true;
+        } else if (arg == "--version" || arg.rfind("--version=", 0) == 0) {
+            std::string value = arg == "--version" ? (i + 1 < argc ? argv[++i] : "") : arg.substr(10);
+            if (value.size() != 1 || value[0] < '1' || value[0] > '4') {
+                std::fprintf(stderr, "bench: --version needs 1, 2, 3 or 4, not '%s'\n", value.c_str());
+                std::exit(2);
+            }
+            options.only_version = value[0] - '0';
+        } else {
+            std::fprintf(stderr, "bench: unknown argument '%s' (try --help)\n", arg.c_str());
+            std::exit(2);
+        }
+    }
+    return options;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Device memory and timing
+
+template <typename T>
+class DeviceArray {
+  public:
+    explicit DeviceArray(size_t count) : count_(count) { CUDA_CHECK(cudaMalloc(&data_, std::max<size_t>(bytes(), 1))); }
+    explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) {
+        CUDA_CHECK(cudaMemcpy(data_, host.data(), bytes(), cudaMemcpyHostToDevice));
+    }
+    ~DeviceArray() { cudaFree(data_); }
+    DeviceArray(const DeviceArray&) = delete;
+    DeviceArray& operator=(const DeviceArray&) = delete;
+    T* get() const { return data_; }
+    size_t bytes() const { return count_ * sizeof(T); }
+    std::vector<T> download() const {
+        std::vector<T> host(count_);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaMemcpy(host.data(), data_, bytes(), cudaMemcpyDeviceToHost));
+        return host;
+    }
+
+  private:
+    T* data_ = nullptr;
+    size_t count_ = 0;
+};
+
+std::mt19937_64 rng(2024);
+
+std::vector<float> random_floats(size_t n, float lo = -1.0f, float hi = 1.0f) {
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    return v;
+}
+
+std::vector<uint8_t> random_bytes(size_t n, int max_value = 255) {
+    std::uniform_int_distribution<int> dist(0, max_value);
+    std::vector<uint8_t> v(n);
+    for (auto& x : v) x = static_cast<uint8_t>(dist(rng));
+    return v;
+}
+
+struct Timing {
+    double median_ms;
+    int runs;
+};
+
+struct TimingPlan {
+    int warmup, max_runs, min_runs;
+    double budget_ms;  // stop adding runs once the measured runs add up to this
+};
+
+TimingPlan timing_plan(const Options& options) {
+    if (kCpuBackend) return {1, 2, 2, 0.0};
+    return options.quick ? TimingPlan{2, 10, 3, 100.0} : TimingPlan{5, 50, 5, 500.0};
+}
+
+// Median of individually timed runs; run(i) gets the run's index (for rotating buffers).
+Timing time_runs(const TimingPlan& plan, const std::function<void(int)>& run) {
+    cudaEvent_t start, stop;
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&stop));
+    int index = 0;
+    for (int i = 0; i < plan.warmup; ++i) run(index++);
+    std::vector<float> times;
+    double total = 0.0;
+    while (static_cast<int>(times.size()) < plan.max_runs &&
+           (static_cast<int>(times.size()) < plan.min_runs || total < plan.budget_ms)) {
+        CUDA_CHECK(cudaEventRecord(start));
+        run(index++);
+        CUDA_CHECK(cudaEventRecord(stop));
+        CUDA_CHECK(cudaEventSynchronize(stop));
+        float ms = 0.0f;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        times.push_back(ms);
+        total += ms;
+    }
+    CUDA_CHECK(cudaEventDestroy(start));
+    CUDA_CHECK(cudaEventDestroy(stop));
+    std::sort(times.begin(), times.end());
+    return {times[times.size() / 2], static_cast<int>(times.size())};
+}
+
+size_t l2_bytes() {
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    return static_cast<size_t>(std::max(prop.l2CacheSize, 0));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// cuBLAS, through the row-major trick (cuda flavor only)
+
+#if !defined(CUDA_TEACH_CPU)
+#define CUBLAS_CHECK(call)                                                                                     \
+    do {                                                                                                       \
+        const cublasStatus_t cublas_status_ = (call);                                                          \
+        if (cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                                         \
+            std::fprintf(stderr, "cuBLAS error %d at %s:%d: %s\n", static_cast<int>(cublas_status_), __FILE__, \
+                         __LINE__, #call);                                                                     \
+            std::exit(EXIT_FAILURE);                                                                           \
+        }                                                                                                      \
+    } while (0)
+
+cublasHandle_t cublas_handle() {
+    static cublasHandle_t handle = [] {
+        cublasHandle_t h;
+        CUBLAS_CHECK(cublasCreate(&h));
+        CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));  // plain FP32: no TF32 tensor cores
+        return h;
+    }();
+    return handle;
+}
+
+// Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ, and a row-major matrix read column-major is
+// its transpose: so pass B first, A second, and swap M and N. The transpose flags carry over unchanged.
+void cublas_gemm(Transpose op_a, Transpose op_b, int M, int N, int K, float alpha, const float* A, int lda,
+                 const float* B, int ldb, float beta, float* C, int ldc) {
+    const auto op = [](Transpose t) { return t == Transpose::yes ? CUBLAS_OP_T : CUBLAS_OP_N; };
+    CUBLAS_CHECK(cublasSgemm(cublas_handle(), op(op_b), op(op_a), N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc));
+}
+#endif
+
+// ---------------------------------------------------------------------------------------------------------------
+// Validation
+
+bool report_mismatches(const char* what, const std::vector<float>& got, const std::vector<double>& ref, double abs_tol,
+                       double rel_tol) {
+    size_t bad = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        const double err = std::fabs(got[i] - ref[i]);
+        if (!(err <= abs_tol + std::fabs(ref[i]) * rel_tol)) {
+            if (bad < 3) std::printf("    %s[%zu]: got %g, reference %g\n", what, i, got[i], ref[i]);
+            ++bad;
+        }
+    }
+    if (bad > 0) std::printf("  MISMATCH %s: %zu of %zu elements\n", what, bad, got.size());
+    return bad == 0;
+}
+
+using GemmFunction = std::function<void(Transpose, Transpose, int, int, int, float, const float*, int, const float*,
+                                        int, float, float*, int, GemmEpilogue)>;
+
+bool validate_gemm(const char* name, const GemmFunction& gemm_fn, bool epilogue_supported) {
+    bool ok = true;
+    const int M = 131, N = 67, K = 97;  // primes-ish, off every tile boundary
+    for (Transpose ta : {Transpose::no, Transpose::yes}) {
+        for (Transpose tb : {Transpose::no, Transpose::yes}) {
+            const bool trans_a = ta == Transpose::yes, trans_b = tb == Transpose::yes;
+            const int lda = trans_a ? M : K, ldb = trans_b ? K : N;
+            const std::vector<float> a = random_floats(static_cast<size_t>(M) * K);
+            const std::vector<float> b = random_floats(static_cast<size_t>(K) * N);
+            const std::vector<float> bias = random_floats(N);
+            DeviceArray<float> d_a(a), d_b(b), d_c(static_cast<size_t>(M) * N), d_bias(bias);
+            const bool fuse = epilogue_supported && !trans_a && !trans_b;  // the forward GEMM: bias + ReLU
+            gemm_fn(ta, tb, M, N, K, 1.0f, d_a.get(), lda, d_b.get(), ldb, 0.0f, d_c.get(), N,
+                    GemmEpilogue{fuse ? d_bias.get() : nullptr, fuse});
+            std::vector<double> ref(static_cast<size_t>(M) * N);
+            reference::gemm<float, double>(trans_a, trans_b, M, N, K, 1.0, a.data(), lda, b.data(), ldb, 0.0,
+                                           ref.data(), N);
+            if (fuse) {
+                for (int r = 0; r < M; ++r) {
+                    for (int c = 0; c < N; ++c) ref[r * N + c] = std::max(ref[r * N + c] + bias[c], 0.0);
+                }
+            }
+            const std::string what = std::string(name) + (trans_a ? " T" : " N") + (trans_b ? "T" : "N");
+            ok = report_mismatches(what.c_str(), d_c.download(), ref, 1e-6 * K + 1e-6, 1e-5) && ok;
+        }
+    }
+    return ok;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// GEMM benchmark
+
+struct GemmShape {
+    std::string name;
+    Transpose op_a, op_b;
+    int M, N, K;
+    bool bias_relu;  // the forward GEMM of a hidden layer: bias + ReLU in the epilogue
+};
+
+std::vector<GemmShape> gemm_shapes(const Options& options) {
+    std::vector<GemmShape> shapes;
+    const std::vector<int> batches = kCpuBackend ? std::vector<int>{32} : std::vector<int>{128, 1024};
+    const int layers[3][2] = {{784, 1024}, {1024, 1024}, {1024, 10}};
+    for (int batch : batches) {
+        for (int l = 0; l < 3; ++l) {
+            const int in = layers[l][0], out = layers[l][1];
+            char tag_text[32];  // (snprintf rather than string + to_string: g++ 12 warns falsely on the
+                                // latter)
+            std::snprintf(tag_text, sizeof tag_text, "L%d B=%d", l + 1, batch);
+            const std::string tag = tag_text;
+            shapes.push_back({tag + " fwd  Y=XW", Transpose::no, Transpose::no, batch, out, in, l < 2});
+            shapes.push_back({tag + " dX=dY.Wt", Transpose::no, Transpose::yes, batch, in, out, false});
+            shapes.push_back({tag + " dW=Xt.dY", Transpose::yes, Transpose::no, in, out, batch, false});
+        }
+    }
+    if (!kCpuBackend) shapes.push_back({"square 4096^3", Transpose::no, Transpose::no, 4096, 4096, 4096, false});
+    (void)options;
+    return shapes;
+}
+
+void bench_gemm(const Options& options, const std::vector<int>& versions) {
+    const TimingPlan plan = timing_plan(options);
+    const size_t l2 = l2_bytes();
+    std::printf("\nGEMM, FP32: GFLOP/s (median of runs)%s\n",
+                kCpuBackend ? "" : "; in brackets: % of cuBLAS SGEMM on the same shape");
+    std::printf("  %-22s %5s %5s %5s  ", "shape", "M", "N", "K");
+    for (int v : versions) std::printf("| %-17s", gemm_version_name(gemm_version_from_int(v)));
+    if (!kCpuBackend) std::printf("| %-9s", "cuBLAS");
+    std::printf("| sets\n");
+
+    double square_v4_percent = -1.0;
+    for (const GemmShape& s : gemm_shapes(options)) {
+        const bool ta = s.op_a == Transpose::yes, tb = s.op_b == Transpose::yes;
+        const int lda = ta ? s.M : s.K, ldb = tb ? s.K : s.N, ldc = s.N;
+        const size_t a_count = static_cast<size_t>(s.M) * s.K, b_count = static_cast<size_t>(s.K) * s.N,
+                     c_count = static_cast<size_t>(s.M) * s.N;
+        const size_t set_bytes = (a_count + b_count + c_count) * sizeof(float);
+        // Enough sets that cycling through them touches more than 2× the L2 cache between two uses of one
+        // set.
+        const int sets = static_cast<int>(std::clamp<size_t>(l2 == 0 ? 1 : (2 * l2) / set_bytes + 1, 1, 256));
+        std::vector<std::unique_ptr<DeviceArray<float>>> a, b, c;
+        for (int i = 0; i < sets; ++i) {
+            a.push_back(std::make_unique<DeviceArray<float>>(random_floats(a_count)));
+            b.push_back(std::make_unique<DeviceArray<float>>(random_floats(b_count)));
+            c.push_back(std::make_unique<DeviceArray<float>>(c_count));
+        }
+        DeviceArray<float> bias(random_floats(s.N));
+        const GemmEpilogue epilogue{s.bias_relu ? bias.get() : nullptr, s.bias_relu};
+        const double flop = 2.0 * s.M * s.N * s.K;
+
+        double cublas_gflops = 0.0;
+#if !defined(CUDA_TEACH_CPU)
+        const Timing t_cublas = time_runs(plan, [&](int i) {
+            const int k = i % sets;
+            cublas_gemm(s.op_a, s.op_b, s.M, s.N, s.K, 1.0f, a[k]->get(), lda, b[k]->get(), ldb, 0.0f, c[k]->get(),
+                        ldc);
+        });
+        cublas_gflops = flop / (t_cublas.median_ms * 1e6);
+#endif
+        std::printf("  %-22s %5d %5d %5d  ", s.name.c_str(), s.M, s.N, s.K);
+        for (int v : versions) {
+            const GemmVersion version = gemm_version_from_int(v);
+            const Timing t = time_runs(plan, [&](int i) {
+                const int k = i % sets;
+                gemm(version, s.op_a, s.op_b, s.M, s.N, s.K, 1.0f, a[k]->get(), lda, b[k]->get(), ldb, 0.0f,
+                     c[k]->get(), ldc, epilogue);
+            });
+            const double gflops = flop / (t.median_ms * 1e6);
+            if (kCpuBackend) {
+                std::printf("| %8.3f         ", gflops);
+            } else {
+                std::printf("| %8.0f (%4.0f%%) ", gflops, 100.0 * gflops / cublas_gflops);
+                if (s.M == 4096 && version == GemmVersion::register_blocked) {
+                    square_v4_percent = 100.0 * gflops / cublas_gflops;
+                }
+            }
+            std::fflush(stdout);
+        }
+        if (!kCpuBackend) std::printf("| %8.0f ", cublas_gflops);
+        std::printf("| %d\n", sets);
+    }
+    if (!kCpuBackend) {
+        std::printf(
+            "  (forward shapes of hidden layers include our fused bias + ReLU epilogue; cuBLAS does the bare "
+            "GEMM)\n");
+        if (square_v4_percent >= 0.0) {
+            std::printf("  goal: register_blocked >= 85%% of cuBLAS at 4096^3; measured %.0f%%\n", square_v4_percent);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Memory-bound kernels
+
+bool validate_memory_bound() {
+    bool ok = true;
+    const size_t n = 10007;
+    // normalize
+    {
+        const std::vector<uint8_t> pixels = random_bytes(n);
+        DeviceArray<uint8_t> d_pixels(pixels);
+        DeviceArray<float> d_out(n);
+        normalize_pixels(d_pixels.get(), d_out.get(), n);
+        std::vector<double> ref(n);
+        reference::normalize_pixels(n, pixels.data(), ref.data(), reference::kMnistMean, reference::kMnistStd);
+        ok = report_mismatches("normalize_pixels", d_out.download(), ref, 1e-6, 1e-6) && ok;
+    }
+    // relu forward / backward
+    {
+        const std::vector<float> x = random_floats(n), dy = random_floats(n);
+        DeviceArray<float> d_x(x), d_dy(dy), d_y(n), d_dx(n);
+        relu_forward(d_x.get(), d_y.get(), n);
+        relu_backward(d_dy.get(), d_y.get(), d_dx.get(), n);
+        std::vector<double> y(n), dx(n);
+        const std::vector<double> xd(x.begin(), x.end()), dyd(dy.begin(), dy.end());
+        reference::relu_forward(n, xd.data(), y.data());
+        reference::relu_backward(n, dyd.data(), y.data(), dx.data());
+        ok = report_mismatches("relu_forward", d_y.download(), y, 0.0, 0.0) && ok;
+        ok = report_mismatches("relu_backward", d_dx.download(), dx, 0.0, 0.0) && ok;
+    }
+    // bias add and bias gradient
+    {
+        const int rows = 97, cols = 103;
+        const std::vector<float> y = random_floats(rows * cols), bias = random_floats(cols);
+        DeviceArray<float> d_y(y), d_bias(bias), d_db(cols);
+        bias_add(d_bias.get(), d_y.get(), rows, cols, cols);
+        bias_grad(d_y.get(), d_db.get(), rows, cols, cols);
+        std::vector<double> yd(y.begin(), y.end()), bd(bias.begin(), bias.end()), db(cols);
+        reference::bias_add(rows, cols, bd.data(), yd.data(), cols);
+        reference::bias_grad(rows, cols, yd.data(), cols, db.data());
+        ok = report_mismatches("bias_add", d_y.download(), yd, 1e-6, 1e-6) && ok;
+        ok = report_mismatches("bias_grad", d_db.download(), db, 1e-4, 1e-5) && ok;
+    }
+    // softmax cross-entropy and count_correct
+    {
+        const int batch = 1001, classes = 10;
+        const std::vector<float> logits = random_floats(static_cast<size_t>(batch) * classes, -5.0f, 5.0f);
+        const std::vector<uint8_t> labels = random_bytes(batch, classes - 1);
+        DeviceArray<float> d_logits(logits), d_dlogits(logits.size()), d_rows(batch), d_loss(1);
+        DeviceArray<uint8_t> d_labels(labels);
+        DeviceArray<int> d_correct(1);
+        CUDA_CHECK(cudaMemset(d_correct.get(), 0, sizeof(int)));
+        softmax_cross_entropy(d_logits.get(), d_labels.get(), d_dlogits.get(), d_rows.get(), d_loss.get(), batch,
+                              classes);
+        count_correct(d_logits.get(), d_labels.get(), d_correct.get(), batch, classes);
+        const std::vector<double> ld(logits.begin(), logits.end());
+        std::vector<double> dl(logits.size());
+        const double loss =
+            reference::softmax_cross_entropy(batch, classes, ld.data(), classes, labels.data(), dl.data());
+        ok = report_mismatches("softmax_cross_entropy loss", d_loss.download(), {loss}, 1e-5, 1e-5) && ok;
+        ok = report_mismatches("softmax_cross_entropy dlogits", d_dlogits.download(), dl, 1e-8, 1e-5) && ok;
+        const int correct = reference::count_correct(batch, classes, logits.data(), classes, labels.data());
+        ok = report_mismatches("count_correct", {static_cast<float>(d_correct.download()[0])}, {double(correct)}, 0,
+                               0) &&
+             ok;
+    }
+    // optimizers, one step each
+    {
+        const std::vector<float> p = random_floats(n), g = random_floats(n), m = random_floats(n, -0.1f, 0.1f);
+        const std::vector<float> v = random_floats(n, 0.0f, 0.01f);
+        DeviceArray<float> d_p(p), d_g(g), d_m(m), d_v(v), d_p2(p), d_vel(m);
+        const SgdParams sgd{0.05f, 0.9f, 1e-4f};
+        const AdamWParams adamw{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f};
+        sgd_momentum_step(d_p2.get(), d_g.get(), d_vel.get(), n, sgd);
+        adamw_step(d_p.get(), d_g.get(), d_m.get(), d_v.get(), n, adamw, 3);
+        std::vector<double> pd(p.begin(), p.end()), gd(g.begin(), g.end()), md(m.begin(), m.end()),
+            vd(v.begin(), v.end()), p2(p.begin(), p.end()), vel(m.begin(), m.end());
+        reference::sgd_momentum_step(n, p2.data(), gd.data(), vel.data(), sgd.lr, sgd.momentum, sgd.weight_decay);
+        reference::adamw_step(n, pd.data(), gd.data(), md.data(), vd.data(), adamw.lr, adamw.beta1, adamw.beta2,
+                              adamw.eps, adamw.weight_decay, 3);
+        ok = report_mismatches("sgd_momentum_step", d_p2.download(), p2, 1e-6, 1e-5) && ok;
+        ok = report_mismatches("adamw_step", d_p.download(), pd, 1e-6, 1e-5) && ok;
+    }
+    return ok;
+}
+
+void bench_memory_bound(const Options& options) {
+    const TimingPlan plan = timing_plan(options);
+    // Working sets far larger than L2 on a GPU (64 Mi floats = 256 MiB per array).
+    const size_t n = kCpuBackend ? (size_t{1} << 18) : (options.quick ? (size_t{1} << 24) : (size_t{1} << 26));
+    const int cols = 1024, rows = static_cast<int>(n / cols);
+    const int classes = 10, batch = static_cast<int>(n / classes);
+
+    DeviceArray<float> x(random_floats(n)), y(n), z(random_floats(n)), w(random_floats(n, 0.0f, 1.0f)), u(n);
+    DeviceArray<uint8_t> pixels(random_bytes(n));
+    DeviceArray<uint8_t> labels(random_bytes(batch, classes - 1));
+    DeviceArray<float> bias(random_floats(cols)), row_losses(batch), loss(1);
+    DeviceArray<int> correct(1);
+    CUDA_CHECK(cudaMemset(u.get(), 0, u.bytes()));
+    CUDA_CHECK(cudaMemset(correct.get(), 0, sizeof(int)));
+
+    const Timing copy = time_runs(
+        plan, [&](int) { CUDA_CHECK(cudaMemcpyAsync(y.get(), x.get(), n * sizeof(float), cudaMemcpyDeviceToDevice)); });
+    const double copy_gbs = 2.0 * n * sizeof(float) / (copy.median_ms * 1e6);
+    std::printf(
+        "\nMemory-bound kernels: GB/s = bytes the kernel must move / median time; %% of the copy "
+        "bandwidth%s\n",
+        kCpuBackend ? "" : " (goal: >= 80% for normalize, ReLUs, bias_add, softmax, optimizers)");
+    std::printf("  %-44s %12s %10s %9s %8s\n", "kernel", "size", "time (us)", "GB/s", "% copy");
+    const auto row = [&](const char* name, const std::string& size, double bytes, const Timing& t) {
+        const double gbs = bytes / (t.median_ms * 1e6);
+        std::printf("  %-44s %12s %10.1f %9.1f %7.0f%%\n", name, size.c_str(), t.median_ms * 1e3, gbs,
+                    100.0 * gbs / copy_gbs);
+    };
+    const std::string n_str = std::to_string(n);
+    row("cudaMemcpy device to device (read + write)", n_str, 2.0 * n * 4, copy);
+
+    row("normalize_pixels (1 B in, 4 B out)", n_str, 5.0 * n,
+        time_runs(plan, [&](int) { normalize_pixels(pixels.get(), y.get(), n); }));
+    row("relu_forward", n_str, 8.0 * n, time_runs(plan, [&](int) { relu_forward(x.get(), y.get(), n); }));
+    row("relu_backward", n_str, 12.0 * n, time_runs(plan, [&](int) { relu_backward(z.get(), x.get(), y.get(), n); }));
+    row("bias_add (rows x 1024)", std::to_string(rows) + "x1024", 8.0 * n,
+        time_runs(plan, [&](int) { bias_add(bias.get(), y.get(), rows, cols, cols); }));
+    // The loss pass proper; the mean over rows is a single-block reduction, timed below at a training batch.
+    row("softmax_cross_entropy, rows only (10 classes)", std::to_string(batch) + "x10",
+        batch * (10.0 * 4 + 1 + 10.0 * 4 + 4), time_runs(plan, [&](int) {
+            softmax_cross_entropy(x.get(), labels.get(), y.get(), row_losses.get(), static_cast<float*>(nullptr), batch,
+                                  classes);
+        }));
+    row("count_correct (10 classes)", std::to_string(batch) + "x10", batch * (10.0 * 4 + 1),
+        time_runs(plan, [&](int) { count_correct(x.get(), labels.get(), correct.get(), batch, classes); }));
+    row("bias_grad (rows x 1024, column sums)", std::to_string(rows) + "x1024", 4.0 * n,
+        time_runs(plan, [&](int) { bias_grad(x.get(), bias.get(), rows, cols, cols); }));
+    row("sgd_momentum_step (p, g, v in; p, v out)", n_str, 20.0 * n, time_runs(plan, [&](int) {
+            sgd_momentum_step(y.get(), z.get(), u.get(), n, SgdParams{1e-6f, 0.9f, 0.0f});
+        }));
+    row("adamw_step (p, g, m, v in; p, m, v out)", n_str, 28.0 * n,
+        time_runs(plan, [&](int) { adamw_step(y.get(), z.get(), u.get(), w.get(), n, AdamWParams{1e-6f}, 1); }));
+
+    // At a training batch these kernels are launch-bound: report time, not bandwidth.
+    const int train_batch = 1024;
+    const Timing loss_step = time_runs(plan, [&](int) {
+        softmax_cross_entropy(x.get(), labels.get(), y.get(), row_losses.get(), loss.get(), train_batch, classes);
+    });
+    std::printf("  softmax_cross_entropy + mean loss at batch %d: %.1f us%s\n", train_batch, loss_step.median_ms * 1e3,
+                kCpuBackend ? "" : " (launch-bound at this size)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const Options options = parse_options(argc, argv);
+    require_device_or_exit("bench");
+    std::printf("bench: %s\n", device_summary().c_str());
+    if (kCpuBackend) {
+        std::printf(
+            "NOTE: these are CPU-backend figures (kernels emulated on the CPU, one fiber per CUDA thread): "
+            "small sizes, no 4096^3, few runs. They say nothing about GPU performance.\n");
+    }
+
+    std::vector<int> versions;
+    for (int v = 1; v <= kGemmVersionCount; ++v) {
+        if (options.only_version == 0 || options.only_version == v) versions.push_back(v);
+    }
+
+    // 1. Validate, before any timing.
+    std::printf("\nValidating against the float64 reference (M=131 N=67 K=97, all transposes):\n");
+    bool ok = true;
+    for (int v : versions) {
+        const GemmVersion version = gemm_version_from_int(v);
+        const bool good = validate_gemm(
+            gemm_version_name(version),
+            [version](Transpose ta, Transpose tb, int M, int N, int K, float alpha, const float* A, int lda,
+                      const float* B, int ldb, float beta, float* C, int ldc,
+                      GemmEpilogue e) { gemm(version, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e); },
+            true);
+        std::printf("  gemm %-18s %s\n", gemm_version_name(version), good ? "ok" : "WRONG");
+        ok = ok && good;
+    }
+#if !defined(CUDA_TEACH_CPU)
+    const bool cublas_ok = validate_gemm(
+        "cublas",
+        [](Transpose ta, Transpose tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+           int ldb, float beta, float* C, int ldc,
+           GemmEpilogue) { cublas_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc); },
+        false);
+    std::printf("  %-23s %s\n", "cuBLAS (row-major wrap)", cublas_ok ? "ok" : "WRONG");
+    ok = ok && cublas_ok;
+#endif
+    const bool memory_ok = validate_memory_bound();
+    std::printf("  %-23s %s\n", "memory-bound kernels", memory_ok ? "ok" : "WRONG");
+    ok = ok && memory_ok;
+    if (!ok) {
+        std::fprintf(stderr, "bench: validation failed; not timing wrong kernels\n");
+        return EXIT_FAILURE;
+    }
+
+    // 2. Time.
+    bench_gemm(options, versions);
+    bench_memory_bound(options);
+    return 0;
+}

@@ -1,0 +1,105 @@
+// common/cli.h — the command line every lesson shares, and a way for a lesson to add its own flags.
+//
+// defines: TrainOptions, OptimizerKind, Cli (parse / parse_or_exit / usage / add_* for lesson flags),
+//          CliResult, check_batch_fits(), require_batch_fits_or_exit().
+//
+// A lesson's main:
+//     TrainOptions options;                        // defaults; a lesson may change them before parsing
+//     std::vector<int> batches = {64, 256, 1024};  // a lesson's own flag
+//     Cli cli("lesson07_batches", "Sweeps the batch size.", options);
+//     cli.add_int_list("--batches", &batches, "LIST", "batch sizes to compare");
+//     cli.parse_or_exit(argc, argv);               // --help: usage, exit 0; a bad flag: one message, exit 2
+//
+// Both `--epochs 3` and `--epochs=3` work. Numbers are parsed strictly: "12x", "1e3" for an integer, "-1",
+// "0", values past the type's range and a missing value are errors.
+#pragma once
+
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+enum class OptimizerKind { sgd, adamw };  // sgd = SGD with (heavy-ball) momentum
+const char* optimizer_name(OptimizerKind kind);
+
+struct TrainOptions {
+    int epochs = 3;
+    int batch = 128;
+    std::vector<int> hidden = {256};  // hidden layer widths: 784 → hidden... → 10
+    OptimizerKind optimizer = OptimizerKind::sgd;
+    double lr = 0.05;           // when --lr is not given: 0.05 for sgd, adamw_lr for adamw
+    double adamw_lr = 1e-3;     // the default learning rate when --optimizer adamw
+    double momentum = 0.9;      // sgd
+    double weight_decay = 0.0;  // sgd: L2 added to the gradient; adamw: decoupled (default adamw_weight_decay)
+    double adamw_weight_decay = 0.01;
+    double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;  // adamw
+    uint64_t seed = 1;
+    std::string data_dir;   // --data; "" = search (see mnist.h)
+    size_t limit = 0;       // --limit: use only the first N train and test images; 0 = all
+    std::string json_path;  // --json FILE; "" = none
+    bool quiet = false;     // --quiet: no progress bar
+
+    // 784, hidden..., 10
+    std::vector<int> layer_sizes() const;
+};
+
+struct CliResult {
+    enum class Kind { ok, help, error };
+    Kind kind = Kind::ok;
+    int exit_code = 0;    // 0 for ok and help, 2 for an error
+    std::string message;  // usage text for help, one line for an error
+};
+
+class Cli {
+  public:
+    // Registers the shared flags, which write into `options` (kept by reference; it must outlive the Cli).
+    Cli(std::string program, std::string summary, TrainOptions& options);
+
+    // A lesson's own flags. `metavar` names the value in the usage text ("N", "LIST", "FILE").
+    void add_int(const std::string& flag, int* target, const std::string& metavar, const std::string& help, int min = 1,
+                 int max = INT_MAX);
+    void add_double(const std::string& flag, double* target, const std::string& metavar, const std::string& help,
+                    double min, double max, bool min_inclusive = true);
+    void add_int_list(const std::string& flag, std::vector<int>* target, const std::string& metavar,
+                      const std::string& help, int min = 1, int max = INT_MAX);
+    void add_string(const std::string& flag, std::string* target, const std::string& metavar, const std::string& help);
+    void add_flag(const std::string& flag, bool* target,
+                  const std::string& help);  // takes no value: sets true
+
+    // Parses argv[1..]. Never prints, never exits (so tests can check every path).
+    CliResult parse(int argc, const char* const* argv);
+    // parse(), then: help → usage on stdout, exit 0; error → "<program>: <message>" + a hint on stderr,
+    // exit 2.
+    void parse_or_exit(int argc, char** argv);
+
+    std::string usage() const;
+    bool given(const std::string& flag) const;  // was this flag on the command line?
+    const std::string& program() const { return program_; }
+
+  private:
+    struct Flag {
+        std::string name, metavar, help, default_text;
+        bool takes_value = true;
+        std::function<std::string(const std::string&)> set;  // returns "" or what is wrong with the value
+    };
+    void add(Flag flag);
+
+    std::string program_, summary_;
+    TrainOptions& options_;
+    std::vector<Flag> flags_;
+    std::vector<std::string> given_;
+};
+
+// After the data is loaded: "" when `batch` fits, else the message (batch larger than the training set).
+std::string check_batch_fits(int batch, size_t train_count);
+// check_batch_fits(); on failure prints "<program>: <message>" and exits with code 2.
+void require_batch_fits_or_exit(const char* program, int batch, size_t train_count);
+
+// The strict number parsers the flags use, exposed for tests. Each returns "" or an error message, and writes
+// *value only on success.
+std::string parse_int_value(const std::string& text, int min, int max, int* value);
+std::string parse_uint64_value(const std::string& text, uint64_t* value);
+std::string parse_double_value(const std::string& text, double min, double max, bool min_inclusive, double* value);
+std::string parse_int_list_value(const std::string& text, int min, int max, std::vector<int>* value);

@@ -1,0 +1,238 @@
+// common/memory_ledger.h — every byte a lesson allocates, by what it is for, and every byte it copies.
+//
+// defines: MemoryCategory, MemorySpace, MemoryLedger (allocate / allocate_host / free / copy_to_device /
+//          copy_to_host / record_copy / snapshot), MemorySnapshot, ModelShape, predict_device_memory(),
+//          MlpBuffers + allocate_mlp() (the canonical buffer set that predict_device_memory() describes),
+//          OutOfMemoryError.
+//
+// A lesson never calls cudaMalloc directly:
+//     MemoryLedger ledger;
+//     float* w1 = ledger.allocate<float>(MemoryCategory::parameters, "W1", 784 * 256);
+//     uint8_t* staging = ledger.allocate_host<uint8_t>(MemoryCategory::input_staging, "pixels", n,
+//     HostMemory::pinned); ledger.copy_to_device(d_pixels, staging, bytes, stream);   // counted as a pinned
+//     host-to-device copy
+// and at the end prints the table (report.h): current and peak bytes per category, the pinned and pageable
+// host buffers, bytes moved each way, and cudaMemGetInfo before the first allocation and now. The ledger
+// frees whatever is still allocated when it is destroyed.
+//
+// A failed allocation throws OutOfMemoryError saying what was asked for (category, name, bytes) and what is
+// in use, and clears the CUDA error state so the program can report it cleanly.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "common/cli.h"
+#include "common/launch.h"
+
+enum class MemoryCategory : int {
+    parameters,       // weights and biases the forward pass reads
+    gradients,        // dL/dW, dL/db
+    optimizer_state,  // SGD velocity; AdamW first and second moments
+    master_weights,   // fp32 copy of low-precision parameters (mixed precision)
+    activations,      // layer inputs/outputs and their gradients for one batch
+    input_staging,    // raw images and labels on their way in
+    workspace,        // scratch: per-sample losses, counters, reduction buffers
+};
+inline constexpr int kMemoryCategoryCount = 7;
+const char* memory_category_name(MemoryCategory category);
+
+enum class MemorySpace : int { device, host_pinned, host_pageable };
+inline constexpr int kMemorySpaceCount = 3;
+const char* memory_space_name(MemorySpace space);
+
+enum class HostMemory { pinned, pageable };  // cudaMallocHost (page-locked, DMA-able) vs operator new
+
+enum class CopyDirection { host_to_device, device_to_host };
+
+struct CategoryUsage {
+    size_t current = 0;
+    size_t peak = 0;
+};
+
+// Plain numbers for reports and JSON (no CUDA types).
+struct MemorySnapshot {
+    std::array<std::array<CategoryUsage, kMemoryCategoryCount>, kMemorySpaceCount> by_space{};
+    std::array<CategoryUsage, kMemorySpaceCount> total{};  // peak of the sum, not the sum of peaks
+    uint64_t h2d_pageable_bytes = 0, h2d_pinned_bytes = 0, d2h_pageable_bytes = 0, d2h_pinned_bytes = 0;
+    uint64_t h2d_copies = 0, d2h_copies = 0;
+    bool device_queried = false;  // false when no device memory was ever allocated (the CPU reference)
+    size_t device_free_before = 0, device_total_before = 0;
+    size_t device_free_now = 0, device_total_now = 0;
+
+    const CategoryUsage& usage(MemorySpace space, MemoryCategory category) const {
+        return by_space[static_cast<int>(space)][static_cast<int>(category)];
+    }
+};
+
+class OutOfMemoryError : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+class MemoryLedger {
+  public:
+    MemoryLedger() = default;
+    ~MemoryLedger();  // frees every allocation still held
+    MemoryLedger(const MemoryLedger&) = delete;
+    MemoryLedger& operator=(const MemoryLedger&) = delete;
+
+    // Device memory (cudaMalloc). `count` elements of T; count 0 is allowed (records 0 bytes).
+    template <typename T>
+    T* allocate(MemoryCategory category, const std::string& name, size_t count) {
+        return static_cast<T*>(allocate_bytes(category, name, checked_bytes(count, sizeof(T), name)));
+    }
+    // Host memory: pinned (cudaMallocHost) or pageable (operator new), tracked separately.
+    template <typename T>
+    T* allocate_host(MemoryCategory category, const std::string& name, size_t count, HostMemory kind) {
+        return static_cast<T*>(allocate_host_bytes(category, name, checked_bytes(count, sizeof(T), name), kind));
+    }
+    void* allocate_bytes(MemoryCategory category, const std::string& name, size_t bytes);
+    void* allocate_host_bytes(MemoryCategory category, const std::string& name, size_t bytes, HostMemory kind);
+
+    // Frees a pointer this ledger returned (device or host). Freeing anything else throws.
+    void free(const void* pointer);
+    void free_all();
+
+    // cudaMemcpyAsync on `stream`, counted by direction and by whether the host side is pinned memory
+    // allocated through this ledger (anything else counts as pageable).
+    void copy_to_device(void* device_dst, const void* host_src, size_t bytes, cudaStream_t stream = 0);
+    void copy_to_host(void* host_dst, const void* device_src, size_t bytes, cudaStream_t stream = 0);
+    // For copies made some other way (cudaMemcpy2D, a copy in a library, ...).
+    void record_copy(CopyDirection direction, size_t bytes, HostMemory host_side);
+
+    bool is_pinned(const void* host_pointer) const;  // inside a pinned buffer allocated here?
+
+    size_t current(MemoryCategory category, MemorySpace space = MemorySpace::device) const;
+    size_t peak(MemoryCategory category, MemorySpace space = MemorySpace::device) const;
+    size_t total_current(MemorySpace space = MemorySpace::device) const;
+    size_t total_peak(MemorySpace space = MemorySpace::device) const;
+
+    // Everything above as plain numbers; queries cudaMemGetInfo for "now" if device memory was ever
+    // allocated.
+    MemorySnapshot snapshot() const;
+
+    // "parameters 1.2 MiB, activations 3.0 MiB, ..." (the current non-zero device categories).
+    std::string describe_current(MemorySpace space = MemorySpace::device) const;
+
+  private:
+    struct Allocation {
+        size_t bytes;  // as requested
+        MemoryCategory category;
+        MemorySpace space;
+        std::string name;
+    };
+    static size_t checked_bytes(size_t count, size_t element_bytes, const std::string& name);
+    void add(void* pointer, size_t bytes, MemoryCategory category, MemorySpace space, const std::string& name);
+    void query_device_before();
+    [[noreturn]] void throw_allocation_failure(MemoryCategory category, const std::string& name, size_t bytes,
+                                               MemorySpace space, const std::string& cause) const;
+    const Allocation* find_containing(const void* pointer, MemorySpace space) const;
+
+    std::map<uintptr_t, Allocation> allocations_;  // by start address
+    MemorySnapshot stats_;
+};
+
+// ---- Prediction: what an MLP of this shape needs, per category, before allocating anything. ----
+
+struct ModelShape {
+    std::vector<int> layer_sizes;  // 784, hidden..., 10
+    int batch = 128;
+    size_t parameter_bytes = 4;   // per parameter and gradient element: 4 (fp32) or 2 (fp16/bf16)
+    size_t activation_bytes = 4;  // per activation element
+    OptimizerKind optimizer = OptimizerKind::sgd;
+    bool master_weights = false;  // an fp32 copy of the parameters (with 2-byte parameters)
+};
+
+struct MemoryPrediction {
+    std::array<size_t, kMemoryCategoryCount> bytes{};
+    size_t total() const;
+    size_t operator[](MemoryCategory category) const { return bytes[static_cast<int>(category)]; }
+};
+
+size_t parameter_count(const std::vector<int>& layer_sizes);  // Σ in·out + out
+
+// The canonical device buffer set of an MLP lesson (what allocate_mlp() allocates), for layers l = 1..L of
+// shape in_l → out_l and batch B:
+//   parameters      W_l [in_l × out_l], b_l [out_l]                        parameter_bytes each
+//   gradients       dW_l, db_l (same shapes)                                parameter_bytes each
+//   optimizer state sgd: velocity for W_l, b_l; adamw: m and v for both     4 bytes each (fp32)
+//   master weights  fp32 W_l, b_l when master_weights                       4 bytes each
+//   activations     input X [B × in_1]; per layer output Y_l [B × out_l] and its gradient dY_l [B × out_l]
+//   input staging   raw pixels [B × in_1] and labels [B], one byte each
+//   workspace       per-sample losses [B] (float) and one int counter (correct predictions)
+MemoryPrediction predict_device_memory(const ModelShape& shape);
+
+template <typename Param = float, typename Act = float>
+struct MlpBuffers {
+    struct Layer {
+        int in = 0, out = 0;
+        Param* weight = nullptr;  // [in × out], row-major: y = x·W + b
+        Param* bias = nullptr;    // [out]
+        Param* weight_grad = nullptr;
+        Param* bias_grad = nullptr;
+        float* weight_m = nullptr;  // sgd: velocity; adamw: first moment
+        float* bias_m = nullptr;
+        float* weight_v = nullptr;  // adamw: second moment (null for sgd)
+        float* bias_v = nullptr;
+        float* master_weight = nullptr;  // only with master weights
+        float* master_bias = nullptr;
+        Act* output = nullptr;       // [batch × out]: pre-softmax logits for the last layer
+        Act* output_grad = nullptr;  // [batch × out]
+    };
+    std::vector<Layer> layers;
+    Act* input = nullptr;              // [batch × in_1] normalized images
+    uint8_t* staged_pixels = nullptr;  // [batch × in_1]
+    uint8_t* staged_labels = nullptr;  // [batch]
+    float* losses = nullptr;           // [batch]
+    int* correct = nullptr;            // [1]
+};
+
+// Allocates the buffers predict_device_memory(shape) describes, through the ledger. sizeof(Param) and
+// sizeof(Act) must equal shape.parameter_bytes and shape.activation_bytes.
+template <typename Param = float, typename Act = float>
+MlpBuffers<Param, Act> allocate_mlp(MemoryLedger& ledger, const ModelShape& shape) {
+    if (sizeof(Param) != shape.parameter_bytes || sizeof(Act) != shape.activation_bytes || shape.batch <= 0 ||
+        shape.layer_sizes.size() < 2) {
+        throw std::invalid_argument("allocate_mlp: the element types or the shape do not match the ModelShape");
+    }
+    using C = MemoryCategory;
+    const size_t batch = static_cast<size_t>(shape.batch);
+    MlpBuffers<Param, Act> m;
+    m.input = ledger.allocate<Act>(C::activations, "X", batch * shape.layer_sizes[0]);
+    for (size_t l = 0; l + 1 < shape.layer_sizes.size(); ++l) {
+        typename MlpBuffers<Param, Act>::Layer layer;
+        layer.in = shape.layer_sizes[l];
+        layer.out = shape.layer_sizes[l + 1];
+        const size_t weights = size_t(layer.in) * layer.out, biases = size_t(layer.out);
+        const std::string n = std::to_string(l + 1);
+        layer.weight = ledger.allocate<Param>(C::parameters, "W" + n, weights);
+        layer.bias = ledger.allocate<Param>(C::parameters, "b" + n, biases);
+        layer.weight_grad = ledger.allocate<Param>(C::gradients, "dW" + n, weights);
+        layer.bias_grad = ledger.allocate<Param>(C::gradients, "db" + n, biases);
+        const bool adamw = shape.optimizer == OptimizerKind::adamw;
+        layer.weight_m = ledger.allocate<float>(C::optimizer_state, (adamw ? "m_W" : "velocity_W") + n, weights);
+        layer.bias_m = ledger.allocate<float>(C::optimizer_state, (adamw ? "m_b" : "velocity_b") + n, biases);
+        if (adamw) {
+            layer.weight_v = ledger.allocate<float>(C::optimizer_state, "v_W" + n, weights);
+            layer.bias_v = ledger.allocate<float>(C::optimizer_state, "v_b" + n, biases);
+        }
+        if (shape.master_weights) {
+            layer.master_weight = ledger.allocate<float>(C::master_weights, "master_W" + n, weights);
+            layer.master_bias = ledger.allocate<float>(C::master_weights, "master_b" + n, biases);
+        }
+        layer.output = ledger.allocate<Act>(C::activations, "Y" + n, batch * layer.out);
+        layer.output_grad = ledger.allocate<Act>(C::activations, "dY" + n, batch * layer.out);
+        m.layers.push_back(layer);
+    }
+    m.staged_pixels = ledger.allocate<uint8_t>(C::input_staging, "pixels", batch * shape.layer_sizes[0]);
+    m.staged_labels = ledger.allocate<uint8_t>(C::input_staging, "labels", batch);
+    m.losses = ledger.allocate<float>(C::workspace, "losses", batch);
+    m.correct = ledger.allocate<int>(C::workspace, "correct", 1);
+    return m;
+}

@@ -1,0 +1,289 @@
+// common/mnist.cpp — see mnist.h.
+#include "common/mnist.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint32_t kImagesMagic = 0x00000803;  // 2051
+constexpr uint32_t kLabelsMagic = 0x00000801;  // 2049
+// Far beyond any real data set (MNIST has 60000), small enough that count × 784 cannot overflow.
+constexpr uint32_t kMaxItems = 100'000'000;
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+    throw std::runtime_error(path + ": " + what);
+}
+
+// gzopen reads both gzip and plain files (a plain file is passed through unchanged).
+class IdxStream {
+  public:
+    explicit IdxStream(const std::string& path) : path_(path) {
+        if (!fs::is_regular_file(path)) fail(path, "no such file");
+        file_ = gzopen(path.c_str(), "rb");
+        if (file_ == nullptr) fail(path, "cannot open");
+        gzbuffer(file_, 1 << 17);
+    }
+    ~IdxStream() {
+        if (file_ != nullptr) gzclose(file_);
+    }
+    IdxStream(const IdxStream&) = delete;
+    IdxStream& operator=(const IdxStream&) = delete;
+
+    // Reads up to `bytes`; returns how many were read (fewer only at the end of the data). A damaged gzip
+    // stream (bad data, a truncated member) throws.
+    size_t read(void* dst, size_t bytes) {
+        size_t got = 0;
+        while (got < bytes) {
+            const unsigned chunk = static_cast<unsigned>(std::min<size_t>(bytes - got, 1u << 20));
+            const int n = gzread(file_, static_cast<unsigned char*>(dst) + got, chunk);
+            if (n < 0) throw_gzip_error();
+            if (n == 0) break;
+            got += static_cast<size_t>(n);
+        }
+        if (got < bytes) {  // a gzip stream cut short reports Z_BUF_ERROR only on the read that hits its end
+            int code = Z_OK;
+            gzerror(file_, &code);
+            if (code != Z_OK) throw_gzip_error();
+        }
+        return got;
+    }
+
+  private:
+    [[noreturn]] void throw_gzip_error() {
+        int code = Z_OK;
+        const char* message = gzerror(file_, &code);
+        fail(path_, std::string("damaged gzip data (zlib: ") + (message != nullptr ? message : "unknown error") +
+                        "); delete the file and download it again (make data)");
+    }
+
+    std::string path_;
+    gzFile file_ = nullptr;
+};
+
+uint32_t big_endian(const unsigned char* bytes) {
+    return (uint32_t{bytes[0]} << 24) | (uint32_t{bytes[1]} << 16) | (uint32_t{bytes[2]} << 8) | bytes[3];
+}
+
+void check_magic(const std::string& path, uint32_t magic, uint32_t expected, const char* kind) {
+    if (magic == expected) return;
+    const int rank = static_cast<int>(magic & 0xFF), type = static_cast<int>((magic >> 8) & 0xFF);
+    char text[256];
+    if (magic == kImagesMagic || magic == kLabelsMagic) {
+        std::snprintf(text, sizeof text, "is an IDX %s file (magic %u), expected an IDX %s file (magic %u)",
+                      magic == kImagesMagic ? "image" : "label", magic, kind, expected);
+    } else if ((magic >> 16) == 0 && type == 0x08) {
+        std::snprintf(text, sizeof text, "IDX rank %d, expected rank %u for %s (magic %u)", rank, expected & 0xFF, kind,
+                      expected);
+    } else {
+        std::snprintf(text, sizeof text, "not an IDX %s file: magic 0x%08x, expected %u (0x%08x)", kind, magic,
+                      expected, expected);
+    }
+    fail(path, text);
+}
+
+// Reads `expected` payload bytes in chunks (memory grows with the data actually present, never with what the
+// header claims), then makes sure nothing follows.
+std::vector<uint8_t> read_payload(IdxStream& in, const std::string& path, size_t expected, const char* what) {
+    std::vector<uint8_t> payload;
+    payload.reserve(std::min<size_t>(expected, size_t{64} << 20));
+    constexpr size_t kChunk = size_t{4} << 20;
+    while (payload.size() < expected) {
+        const size_t old_size = payload.size();
+        const size_t want = std::min(kChunk, expected - old_size);
+        payload.resize(old_size + want);
+        const size_t got = in.read(payload.data() + old_size, want);
+        payload.resize(old_size + got);
+        if (got < want) {
+            fail(path, "truncated: the header announces " + std::string(what) + " (" + std::to_string(expected) +
+                           " bytes after the header) but the file holds only " + std::to_string(payload.size()));
+        }
+    }
+    unsigned char extra[64];
+    const size_t trailing = in.read(extra, sizeof extra);
+    if (trailing > 0) {
+        fail(path, "unexpected bytes after the " + std::to_string(expected) +
+                       "-byte payload announced by the header (" + std::string(what) +
+                       "): the file is longer than its header says");
+    }
+    return payload;
+}
+
+bool directory_has_mnist(const std::string& dir) {
+    for (const char* name : {kTrainImagesFile, kTrainLabelsFile, kTestImagesFile, kTestLabelsFile}) {
+        if (idx_file_in(dir, name).empty()) return false;
+    }
+    return true;
+}
+
+std::string missing_files(const std::string& dir) {
+    std::string missing;
+    for (const char* name : {kTrainImagesFile, kTrainLabelsFile, kTestImagesFile, kTestLabelsFile}) {
+        if (idx_file_in(dir, name).empty()) missing += std::string(missing.empty() ? "" : ", ") + name + "[.gz]";
+    }
+    return missing;
+}
+
+// The repository this file was compiled from: CMake passes absolute source paths, so __FILE__ is
+// <repo>/common/mnist.cpp. (A relative __FILE__ yields a relative path, which then is just checked from the
+// current directory.)
+std::string repository_data_dir() {
+    const fs::path source(__FILE__);
+    return (source.parent_path().parent_path() / "data" / "mnist").string();
+}
+
+// A relative --data or $MNIST_DIR is taken from the current directory, or else from the repository root (so
+// MNIST_DIR=../shared/data/mnist, relative to the repository, also works from a build directory).
+std::string resolve_directory(const std::string& dir) {
+    if (fs::is_directory(dir) || fs::path(dir).is_absolute()) return dir;
+    const fs::path from_repo = fs::path(repository_data_dir()).parent_path().parent_path() / dir;
+    return fs::is_directory(from_repo) ? from_repo.lexically_normal().string() : dir;
+}
+
+std::string how_to_get_data() {
+    return std::string(
+               "To get MNIST: run `make data` in the repository (downloads the four files into data/mnist/); "
+               "or "
+               "pass --data DIR (or set MNIST_DIR=DIR) naming a directory that holds "
+               "train-images-idx3-ubyte, "
+               "train-labels-idx1-ubyte, t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte (each may be "
+               ".gz); or "
+               "`apt-get install dataset-fashion-mnist` (Fashion-MNIST, used automatically from ") +
+           kDebianFashionMnistDir + ").";
+}
+
+void keep_first(MnistSplit& split, size_t limit) {
+    if (limit == 0 || limit >= split.count) return;
+    split.count = limit;
+    split.images.resize(limit * kMnistPixels);
+    split.labels.resize(limit);
+    split.images.shrink_to_fit();
+    split.labels.shrink_to_fit();
+}
+
+}  // namespace
+
+std::string idx_file_in(const std::string& dir, const std::string& name) {
+    const fs::path plain = fs::path(dir) / name;
+    std::error_code ignored;
+    if (fs::is_regular_file(plain, ignored)) return plain.string();
+    const fs::path gz = fs::path(dir) / (name + ".gz");
+    if (fs::is_regular_file(gz, ignored)) return gz.string();
+    return "";
+}
+
+std::vector<uint8_t> read_idx_images(const std::string& path, size_t* count) {
+    IdxStream in(path);
+    unsigned char header[16];
+    const size_t got = in.read(header, sizeof header);
+    if (got < 4) fail(path, "truncated: " + std::to_string(got) + " bytes, an IDX image header needs 16");
+    check_magic(path, big_endian(header), kImagesMagic, "image");
+    if (got < sizeof header) fail(path, "truncated header: " + std::to_string(got) + " bytes, expected 16");
+    const uint32_t n = big_endian(header + 4), rows = big_endian(header + 8), cols = big_endian(header + 12);
+    if (rows != kMnistRows || cols != kMnistCols) {
+        fail(path, "images are " + std::to_string(rows) + "x" + std::to_string(cols) + ", expected 28x28");
+    }
+    if (n == 0) fail(path, "the header announces 0 images");
+    if (n > kMaxItems) fail(path, "the header announces " + std::to_string(n) + " images: not a plausible IDX file");
+    std::vector<uint8_t> images =
+        read_payload(in, path, size_t{n} * kMnistPixels, (std::to_string(n) + " images of 28x28").c_str());
+    *count = n;
+    return images;
+}
+
+std::vector<uint8_t> read_idx_labels(const std::string& path) {
+    IdxStream in(path);
+    unsigned char header[8];
+    const size_t got = in.read(header, sizeof header);
+    if (got < 4) fail(path, "truncated: " + std::to_string(got) + " bytes, an IDX label header needs 8");
+    check_magic(path, big_endian(header), kLabelsMagic, "label");
+    if (got < sizeof header) fail(path, "truncated header: " + std::to_string(got) + " bytes, expected 8");
+    const uint32_t n = big_endian(header + 4);
+    if (n == 0) fail(path, "the header announces 0 labels");
+    if (n > kMaxItems) fail(path, "the header announces " + std::to_string(n) + " labels: not a plausible IDX file");
+    std::vector<uint8_t> labels = read_payload(in, path, n, (std::to_string(n) + " labels").c_str());
+    for (size_t i = 0; i < labels.size(); ++i) {
+        if (labels[i] >= kMnistClasses) {
+            fail(path, "label " + std::to_string(labels[i]) + " at index " + std::to_string(i) +
+                           ", expected a digit class 0..9");
+        }
+    }
+    return labels;
+}
+
+MnistSplit read_idx_split(const std::string& images_path, const std::string& labels_path) {
+    MnistSplit split;
+    size_t image_count = 0;
+    split.images = read_idx_images(images_path, &image_count);
+    split.labels = read_idx_labels(labels_path);
+    if (split.labels.size() != image_count) {
+        throw std::runtime_error(images_path + " holds " + std::to_string(image_count) + " images but " + labels_path +
+                                 " holds " + std::to_string(split.labels.size()) +
+                                 " labels; expected the same count (are they from the same data set?)");
+    }
+    split.count = image_count;
+    return split;
+}
+
+DataLocation find_mnist(const std::string& data_flag) {
+    const auto only_here = [](const std::string& given, const std::string& how) {
+        const std::string dir = resolve_directory(given);
+        if (!fs::is_directory(dir)) {
+            throw std::runtime_error(how + " names " + dir + ", which is not a directory. " + how_to_get_data());
+        }
+        if (!directory_has_mnist(dir)) {
+            throw std::runtime_error(how + " names " + dir + ", which lacks " + missing_files(dir) + ". " +
+                                     how_to_get_data());
+        }
+        return DataLocation{dir, how, dir.find("fashion") != std::string::npos};
+    };
+    if (!data_flag.empty()) return only_here(data_flag, "--data");
+    if (const char* env = std::getenv("MNIST_DIR"); env != nullptr && env[0] != '\0') {
+        return only_here(env, "$MNIST_DIR");
+    }
+    if (directory_has_mnist("data/mnist")) return {"data/mnist", "./data/mnist", false};
+    if (const std::string repo = repository_data_dir(); directory_has_mnist(repo)) {
+        return {repo, "repository data/mnist", false};
+    }
+    if (directory_has_mnist(kDebianFashionMnistDir)) return {kDebianFashionMnistDir, "Debian package", true};
+    throw std::runtime_error("MNIST not found (no --data, no $MNIST_DIR; looked in ./data/mnist, " +
+                             repository_data_dir() + ", " + kDebianFashionMnistDir + "). " + how_to_get_data());
+}
+
+MnistDataset load_mnist(const std::string& data_flag, size_t limit) {
+    const DataLocation where = find_mnist(data_flag);
+    MnistDataset data;
+    data.directory = where.directory;
+    data.found_by = where.found_by;
+    data.fashion = where.fashion;
+    data.train =
+        read_idx_split(idx_file_in(where.directory, kTrainImagesFile), idx_file_in(where.directory, kTrainLabelsFile));
+    data.test =
+        read_idx_split(idx_file_in(where.directory, kTestImagesFile), idx_file_in(where.directory, kTestLabelsFile));
+    keep_first(data.train, limit);
+    keep_first(data.test, limit);
+    return data;
+}
+
+MnistDataset load_mnist_or_exit(const char* program, const std::string& data_flag, size_t limit) {
+    try {
+        return load_mnist(data_flag, limit);
+    } catch (const std::exception& error) {
+        std::fprintf(stderr, "%s: %s\n", program, error.what());
+        std::exit(1);
+    }
+}
+
+std::string MnistDataset::describe() const {
+    std::string line = std::string(fashion ? "Fashion-MNIST (clothing images, not digits)" : "MNIST") + " from " +
+                       directory + " (" + found_by + "): " + std::to_string(train.count) + " train, " +
+                       std::to_string(test.count) + " test images";
+    return line;
+}

@@ -1,0 +1,139 @@
+// common/report.h — what a lesson prints, and the same as JSON.
+//
+// defines: TextTable, format_bytes(), format_config(), timing_table(), memory_table(), transfer_summary(),
+//          EpochMetrics + epoch_line(), ProgressBar, JsonWriter + json_escape(), RunReport (--json FILE).
+//
+// Tables are plain aligned text (no box drawing):
+//     phase           ms       %   calls   avg µs       bytes    GB/s
+//     h2d          12.31     4.1     469     26.2    36.8 MiB    2.99
+// The progress bar goes to stderr and only when stderr is a terminal, so redirected output stays clean.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "common/cli.h"
+#include "common/memory_ledger.h"
+#include "common/phase_timer.h"
+
+// "0 B", "512 B", "1.50 KiB", "36.8 MiB", "139.8 GiB" (binary units).
+std::string format_bytes(uint64_t bytes);
+
+class TextTable {
+  public:
+    // `align`: one character per column, 'l' or 'r'.
+    TextTable(std::vector<std::string> headers, std::string align);
+    void add_row(std::vector<std::string> cells);
+    void add_rule();  // a dashed line (e.g. before a total row)
+    std::string render(const std::string& indent = "  ") const;
+
+  private:
+    std::vector<std::string> headers_;
+    std::string align_;
+    std::vector<std::vector<std::string>> rows_;  // an empty row is a rule
+};
+
+// Display width of UTF-8 text (code points; "µ" is one column).
+size_t display_width(std::string_view text);
+
+// "784-256-10, batch 128, sgd (lr 0.05, momentum 0.9), 3 epochs, seed 1"
+std::string format_config(const TrainOptions& options);
+
+// The per-phase table; its title says how the time was measured (GPU events or CPU timings).
+std::string timing_table(const EpochTiming& timing, const std::string& title);
+// Current and peak bytes per category for each memory space that holds anything, and cudaMemGetInfo.
+std::string memory_table(const MemorySnapshot& memory);
+// "moved: host→device 188.2 MiB (pinned 188.2 MiB, pageable 0 B) in 470 copies; device→host ..."
+std::string transfer_summary(const MemorySnapshot& memory);
+
+struct EpochMetrics {
+    int epoch = 0;              // 1-based
+    int epochs = 0;             // how many in the run
+    double train_loss = 0;      // mean over the epoch's training samples
+    double train_accuracy = 0;  // fraction 0..1, from the training forward passes
+    double test_accuracy = 0;   // fraction 0..1
+    double seconds = 0;         // wall time of the epoch's training
+    double samples_per_second = 0;
+};
+// "epoch 1/3  loss 0.2431  train 92.81%  test 96.20%  61234 samples/s  0.98 s"
+std::string epoch_line(const EpochMetrics& metrics);
+
+class ProgressBar {
+  public:
+    // Draws only when `enabled` and stderr is a terminal.
+    ProgressBar(std::string label, uint64_t total, bool enabled = true);
+    ~ProgressBar() { finish(); }
+    void update(uint64_t done, double loss = -1);  // redraws at most ~10 times per second
+    void finish();                                 // erases the bar
+    bool active() const { return active_; }
+
+  private:
+    std::string label_;
+    uint64_t total_;
+    bool active_;
+    double last_draw_ = -1;
+};
+
+std::string json_escape(std::string_view text);  // the body of a JSON string (no quotes)
+
+// A small streaming JSON writer: writes commas, quotes and indentation; the caller keeps the nesting right.
+class JsonWriter {
+  public:
+    JsonWriter& begin_object();
+    JsonWriter& end_object();
+    JsonWriter& begin_array();
+    JsonWriter& end_array();
+    JsonWriter& key(std::string_view name);
+    JsonWriter& value(std::string_view text);
+    JsonWriter& value(const char* text) { return value(std::string_view(text)); }
+    JsonWriter& value(const std::string& text) { return value(std::string_view(text)); }
+    JsonWriter& value(double number);  // NaN and infinities become null (JSON has no spelling for them)
+    JsonWriter& value(int64_t number);
+    JsonWriter& value(uint64_t number);
+    JsonWriter& value(int number) { return value(int64_t{number}); }
+    JsonWriter& value(unsigned number) { return value(uint64_t{number}); }
+    JsonWriter& value(long long number) { return value(int64_t(number)); }
+    JsonWriter& value(unsigned long long number) { return value(uint64_t(number)); }
+    JsonWriter& value(bool flag);
+    JsonWriter& null();
+    const std::string& str() const { return out_; }
+
+  private:
+    void before_value();
+    void newline();
+    std::string out_;
+    std::vector<bool> has_items_;  // per open container
+    bool after_key_ = false;
+};
+
+// Everything a run prints, collected for --json FILE.
+class RunReport {
+  public:
+    using Scalar = std::variant<std::string, double, int64_t, bool>;
+
+    explicit RunReport(std::string program);
+    void set_device(std::string device) { device_ = std::move(device); }
+    void set_data(std::string description) { data_ = std::move(description); }
+    void add_config(const std::string& key, Scalar value);
+    void add_options(const TrainOptions& options);  // every shared flag's value
+    void add_epoch(const EpochMetrics& metrics, const EpochTiming& timing);
+    void set_memory(const MemorySnapshot& memory) { memory_ = memory, has_memory_ = true; }
+    void add_result(const std::string& key, Scalar value);  // anything else a lesson prints
+
+    std::string to_json() const;
+    // Writes FILE.tmp then renames it over FILE; throws std::runtime_error naming the file on failure.
+    void write_json(const std::string& path) const;
+    // write_json(); on failure prints "<program>: <message>" and exits with code 1. Does nothing for "".
+    void write_json_or_exit(const std::string& path) const;
+
+  private:
+    std::string program_, device_, data_;
+    std::vector<std::pair<std::string, Scalar>> config_, results_;
+    std::vector<std::pair<EpochMetrics, EpochTiming>> epochs_;
+    MemorySnapshot memory_;
+    bool has_memory_ = false;
+};

@@ -1,0 +1,100 @@
+// kernels/elementwise.cuh — the element-wise pieces of a layer: bias add, ReLU forward, ReLU backward.
+//
+// computes:
+//   bias_add       Y[r][c] += bias[c]                    (rows × cols, leading dimension ldy)
+//   relu_forward   y[i] = max(x[i], 0)                   (y may be x: in place)
+//   relu_backward  dx[i] = activation[i] > 0 ? dy[i] : 0 (activation: the ReLU's input or its output — both
+//   are
+//                                                         positive exactly where the ReLU let its input
+//                                                         through, so saving the output is enough; dx may be
+//                                                         dy)
+// versions (one each): one thread per element for bias_add (2D grid, no division per element); 4 elements per
+//   thread with 16-byte float4 accesses for the ReLUs when the pointers are 16-byte aligned (kVec), the n % 4
+//   tail done element by element. These kernels move bytes and do almost no arithmetic, so the figure of
+//   merit is bandwidth (bench/bench.cu compares them with cudaMemcpy). In a training step, version 4 of the
+//   GEMM fuses bias + ReLU into its epilogue and these are not needed in the forward pass.
+// launch: bias_add: block (32, 8), grid (ceil(cols / 32), ceil(rows / 8)); ReLUs: 256 threads,
+//         grid ceil(ceil(n / 4) / 256).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <stdexcept>
+
+#include "common/launch.h"
+
+static __global__ void bias_add_kernel(int rows, int cols, const float* bias, float* Y, int ldy) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;  // consecutive threads, consecutive columns: coalesced
+    const int r = blockIdx.y * blockDim.y + threadIdx.y;
+    if (r < rows && c < cols) Y[static_cast<size_t>(r) * ldy + c] += bias[c];
+}
+
+__device__ __forceinline__ float relu_of(float x) {
+    return x > 0.0f ? x : 0.0f;
+}
+__device__ __forceinline__ float relu_grad_of(float dy, float activation) {
+    return activation > 0.0f ? dy : 0.0f;
+}
+
+template <bool kVec>
+__global__ void relu_forward_kernel(size_t n, const float* x, float* y) {
+    const size_t i = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
+    if (kVec && i + 3 < n) {
+        const float4 v = *reinterpret_cast<const float4*>(x + i);
+        *reinterpret_cast<float4*>(y + i) = make_float4(relu_of(v.x), relu_of(v.y), relu_of(v.z), relu_of(v.w));
+        return;
+    }
+    for (size_t j = i; j < i + 4 && j < n; ++j) y[j] = relu_of(x[j]);
+}
+
+template <bool kVec>
+__global__ void relu_backward_kernel(size_t n, const float* dy, const float* activation, float* dx) {
+    const size_t i = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
+    if (kVec && i + 3 < n) {
+        const float4 g = *reinterpret_cast<const float4*>(dy + i);
+        const float4 a = *reinterpret_cast<const float4*>(activation + i);
+        *reinterpret_cast<float4*>(dx + i) =
+            make_float4(relu_grad_of(g.x, a.x), relu_grad_of(g.y, a.y), relu_grad_of(g.z, a.z), relu_grad_of(g.w, a.w));
+        return;
+    }
+    for (size_t j = i; j < i + 4 && j < n; ++j) dx[j] = relu_grad_of(dy[j], activation[j]);
+}
+
+inline bool all_aligned16(std::initializer_list<const void*> pointers) {
+    for (const void* p : pointers) {
+        if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+    }
+    return true;
+}
+
+inline dim3 grid_for_4_per_thread(size_t n, unsigned threads) {
+    return dim3(static_cast<unsigned>(ceil_div<size_t>(ceil_div<size_t>(n, 4), threads)));
+}
+
+inline void bias_add(const float* bias, float* Y, int rows, int cols, int ldy, cudaStream_t stream = 0) {
+    if (rows < 0 || cols < 0 || ldy < cols) throw std::invalid_argument("bias_add: bad sizes or ldy < cols");
+    if (rows == 0 || cols == 0) return;
+    const dim3 block(32, 8);
+    launch(bias_add_kernel, dim3(ceil_div(cols, 32), ceil_div(rows, 8)), block, 0, stream, rows, cols, bias, Y, ldy);
+}
+
+inline void relu_forward(const float* x, float* y, size_t n, cudaStream_t stream = 0) {
+    if (n == 0) return;
+    const dim3 block(256), grid = grid_for_4_per_thread(n, 256);
+    if (all_aligned16({x, y})) {
+        launch(relu_forward_kernel<true>, grid, block, 0, stream, n, x, y);
+    } else {
+        launch(relu_forward_kernel<false>, grid, block, 0, stream, n, x, y);
+    }
+}
+
+inline void relu_backward(const float* dy, const float* activation, float* dx, size_t n, cudaStream_t stream = 0) {
+    if (n == 0) return;
+    const dim3 block(256), grid = grid_for_4_per_thread(n, 256);
+    if (all_aligned16({dy, activation, dx})) {
+        launch(relu_backward_kernel<true>, grid, block, 0, stream, n, dy, activation, dx);
+    } else {
+        launch(relu_backward_kernel<false>, grid, block, 0, stream, n, dy, activation, dx);
+    }
+}

@@ -1,0 +1,103 @@
+// kernels/softmax_cross_entropy.cuh — the loss layer: softmax + cross-entropy fused, forward and backward at
+// once.
+//
+// computes, for `batch` rows of `classes` logits z (row-major, leading dimension = classes) and labels y:
+//   row_losses[r] = logsumexp(z_r) − z_r[y_r]                       (the cross-entropy of softmax(z_r))
+//   dlogits[r][c] = (softmax(z_r)[c] − [c == y_r]) / batch          (d mean_loss / d z, if dlogits !=
+//   nullptr) *mean_loss    = (1/batch) Σ_r row_losses[r]                     (if mean_loss != nullptr)
+// versions (one each):
+//   softmax_cross_entropy_kernel  one group of lanes per row (row_group_width(classes) lanes: 16 for 10
+//   classes,
+//       so a warp does two rows). The group finds the row max and the sum of exponentials with shuffle
+//       reductions (kernels/warp_reduce.cuh) and writes the row's loss and gradient in the same pass.
+//       Subtracting the row max before exp keeps it finite for any logits (±1e4 included): every exp argument
+//       is ≤ 0 and the sum is ≥ 1. launch: 256 threads; grid ceil(batch / (256 / width)).
+//   mean_reduce_kernel  the batch mean of row_losses with a fixed summation order (each thread sums a fixed
+//       stride, then a fixed shuffle tree), so the loss is bitwise reproducible; float atomics would make it
+//       depend on the order blocks finish. launch: 1 block of 1024 threads.
+// A label outside [0, classes) gives a NaN loss and NaN gradients for that row (visible, rather than silently
+// reading past the row).
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+
+#include "common/launch.h"
+#include "kernels/warp_reduce.cuh"
+
+template <typename Label>
+__global__ void softmax_cross_entropy_kernel(int batch, int classes, int width, const float* logits,
+                                             const Label* labels, float* dlogits, float* row_losses) {
+    const int rows_per_block = blockDim.x / width;
+    const int lane = threadIdx.x % width;  // this thread's lane within its row's group
+    const int row = blockIdx.x * rows_per_block + threadIdx.x / width;
+    const bool valid = row < batch;  // no early return: the whole warp must take part in the shuffles
+    const float* z = logits + static_cast<size_t>(valid ? row : 0) * classes;
+
+    float row_max = -INFINITY;
+    if (valid) {
+        for (int c = lane; c < classes; c += width) row_max = fmaxf(row_max, z[c]);
+    }
+    row_max = group_max(row_max, width);
+
+    float sum = 0.0f;
+    if (valid) {
+        for (int c = lane; c < classes; c += width) sum += expf(z[c] - row_max);
+    }
+    sum = group_sum(sum, width);
+    if (!valid) return;  // past the last shuffle, leaving is safe
+
+    const int label = static_cast<int>(labels[row]);
+    const bool label_ok = label >= 0 && label < classes;
+    if (lane == 0) {
+        // logsumexp(z) − z[y] = log(sum) + max − z[y]; the subtraction of two large logits happens exactly
+        // here
+        row_losses[row] = label_ok ? logf(sum) + (row_max - z[label]) : NAN;
+    }
+    if (dlogits != nullptr) {
+        const float inv_sum = 1.0f / sum, inv_batch = 1.0f / static_cast<float>(batch);
+        float* d = dlogits + static_cast<size_t>(row) * classes;
+        for (int c = lane; c < classes; c += width) {
+            const float p = expf(z[c] - row_max) * inv_sum;
+            d[c] = label_ok ? (p - (c == label ? 1.0f : 0.0f)) * inv_batch : NAN;
+        }
+    }
+}
+
+inline constexpr int kMeanReduceThreads = 1024;
+
+// *out = scale · Σ values[i], in a fixed order. One block.
+static __global__ void mean_reduce_kernel(int n, const float* values, float scale, float* out) {
+    __shared__ float warp_sums[32];
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) sum += values[i];  // fixed stride: fixed order
+    sum = group_sum(sum, 32);
+    if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        const int warps = blockDim.x / 32;
+        float total = static_cast<int>(threadIdx.x) < warps ? warp_sums[threadIdx.x] : 0.0f;
+        total = group_sum(total, 32);
+        if (threadIdx.x == 0) *out = total * scale;
+    }
+}
+
+// Launches the fused loss kernel and, if mean_loss is given, the deterministic mean. row_losses is
+// caller-owned scratch of `batch` floats (allocated once, not per step). Label: uint8_t (MNIST) or int32_t.
+template <typename Label>
+void softmax_cross_entropy(const float* logits, const Label* labels, float* dlogits, float* row_losses,
+                           float* mean_loss, int batch, int classes, cudaStream_t stream = 0) {
+    if (batch < 0 || classes < 1) {
+        throw std::invalid_argument("softmax_cross_entropy: need batch >= 0 and classes >= 1");
+    }
+    if (batch == 0) return;
+    const int width = row_group_width(classes);
+    const int threads = 256;
+    const int rows_per_block = threads / width;
+    launch(softmax_cross_entropy_kernel<Label>, dim3(ceil_div(batch, rows_per_block)), dim3(threads), 0, stream, batch,
+           classes, width, logits, labels, dlogits, row_losses);
+    if (mean_loss != nullptr) {
+        launch(mean_reduce_kernel, dim3(1), dim3(kMeanReduceThreads), 0, stream, batch,
+               static_cast<const float*>(row_losses), 1.0f / static_cast<float>(batch), mean_loss);
+    }
+}
