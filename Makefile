@@ -6,7 +6,8 @@ SHELL := /bin/bash
 export PATH := $(PATH):/usr/local/cuda/bin
 JOBS ?= $(shell nproc)
 GENERATOR := $(if $(shell command -v ninja),-G Ninja,)
-NVCC := $(shell command -v nvcc)
+# ($(shell) does not see the PATH exported above with GNU Make < 4.4, hence the explicit fallback.)
+NVCC := $(or $(shell command -v nvcc),$(wildcard /usr/local/cuda/bin/nvcc))
 HAVE_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 RUN_FLAVOR := $(if $(and $(HAVE_GPU),$(NVCC)),cuda,cpu)
 CTEST := ctest --output-on-failure -j $(JOBS)
@@ -19,8 +20,9 @@ help:
 	@echo "make test-sanitize  the cpu flavor with AddressSanitizer + UBSan, and its tests"
 	@echo "make bench          kernel and backend benchmarks (figures printed, not asserted)"
 	@echo "make data           download MNIST into data/mnist (MD5-checked)"
+	@echo "make all            build both flavors"
 	@echo "make cpu | cuda     build one flavor (build/cpu, build/cuda)"
-	@echo "make playground     build playground/*.cu in both flavors"
+	@echo "make playground     build the playground/*.cu executables in both flavors"
 	@echo "make deps           install missing Debian/Ubuntu packages"
 	@echo "make clean          remove build/"
 
@@ -46,7 +48,9 @@ cuda: build/cuda/CMakeCache.txt
 	cmake --build build/cuda -j $(JOBS)
 endif
 all: cpu cuda
-playground: all
+playground: build/cpu/CMakeCache.txt $(if $(NVCC),build/cuda/CMakeCache.txt)
+	cmake --build build/cpu -j $(JOBS) --target playground
+	$(if $(NVCC),cmake --build build/cuda -j $(JOBS) --target playground)
 
 test-cpu: cpu
 	$(CTEST) --test-dir build/cpu

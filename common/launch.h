@@ -1,7 +1,7 @@
 // common/launch.h — the one include a kernel file, a lesson or a test needs.
 //
 // defines: the CUDA runtime API (real, or the CPU backend's subset with the same names),
-//          CUDA_CHECK(call), launch(kernel, grid, block, shared_bytes, stream, args...),
+//          CUDA_CHECK(call), launch(kernel, grid, block, shared_bytes, stream, args...), try_launch(...),
 //          dynamic_shared<T>(), BACKEND_NAME, and the device builtins (__syncthreads, __shfl_*_sync, ...).
 //
 // Two flavors are built from the same source:
@@ -23,18 +23,19 @@
 #include <cuda_fp16.h>
 #endif
 
+#include "common/launch_grid.h"
+
 // Every CUDA call is checked: on failure print the call, where it was made, the error's name and text, and exit.
 // A learner sees `CUDA error cudaErrorMemoryAllocation (out of memory) at lesson.cu:42: cudaMalloc(&p, bytes)`
 // instead of garbage three kernels later.
-#define CUDA_CHECK(call)                                                                                    \
-    do {                                                                                                    \
-        const cudaError_t cuda_check_status_ = (call);                                                      \
-        if (cuda_check_status_ != cudaSuccess) {                                                            \
-            std::fprintf(stderr, "CUDA error %s (%s) at %s:%d: %s\n", cudaGetErrorName(cuda_check_status_), \
-                         cudaGetErrorString(cuda_check_status_), __FILE__, __LINE__, #call);                \
-            std::exit(EXIT_FAILURE);                                                                        \
-        }                                                                                                   \
-    } while (0)
+#define CUDA_CHECK(call) cuda_check((call), #call, __FILE__, __LINE__)
+
+inline void cuda_check(cudaError_t status, const char* what, const char* file, int line) {
+    if (status == cudaSuccess) return;
+    std::fprintf(stderr, "CUDA error %s (%s) at %s:%d: %s\n", cudaGetErrorName(status), cudaGetErrorString(status),
+                 file, line, what);
+    std::exit(EXIT_FAILURE);
+}
 
 #if defined(CUDA_TEACH_CPU)
 inline constexpr const char* BACKEND_NAME = "cpu";
@@ -42,45 +43,31 @@ inline constexpr const char* BACKEND_NAME = "cpu";
 inline constexpr const char* BACKEND_NAME = "cuda";
 #endif
 
+// try_launch(kernel, grid, block, shared_bytes, stream, args...) launches and returns the launch error — for code
+// that handles a bad configuration itself. It is a function template rather than a macro so that the arguments are
+// converted to the kernel's parameter types exactly as a call would convert them, and so the CPU backend can run
+// the same kernel.
+template <typename... KernelParams, typename... Args>
+[[nodiscard]] cudaError_t try_launch(void (*kernel)(KernelParams...), LaunchGrid grid, dim3 block, size_t shared_bytes,
+                                     cudaStream_t stream, Args&&... args) {
+    static_assert(sizeof...(KernelParams) == sizeof...(Args), "launch: wrong number of kernel arguments");
+#if defined(CUDA_TEACH_CPU)
+    cpu_backend::launch_kernel(kernel, grid, block, shared_bytes, stream, std::forward<Args>(args)...);
+#else
+    kernel<<<grid.dims, block, shared_bytes, stream>>>(std::forward<Args>(args)...);
+#endif
+    return cudaGetLastError();
+}
+
 // launch(kernel, grid, block, shared_bytes, stream, args...) stands for
 //     kernel<<<grid, block, shared_bytes, stream>>>(args...);  CUDA_CHECK(cudaGetLastError());
-// It is a function template rather than a macro so that the arguments are converted to the kernel's parameter
-// types exactly as a call would convert them, and so the CPU backend can run the same kernel.
-#if defined(CUDA_TEACH_CPU)
+// and a failed launch (too many threads, too much shared memory) is reported at the line that called launch().
 template <typename... KernelParams, typename... Args>
-void launch(void (*kernel)(KernelParams...), cpu_backend::LaunchGrid grid, dim3 block, size_t shared_bytes,
-            cudaStream_t stream, Args&&... args) {
-    static_assert(sizeof...(KernelParams) == sizeof...(Args), "launch: wrong number of kernel arguments");
-    cpu_backend::launch_kernel(kernel, grid, block, shared_bytes, stream, std::forward<Args>(args)...);
-    CUDA_CHECK(cudaGetLastError());
-}
-#elif defined(__CUDACC__)
-template <typename... KernelParams, typename... Args>
-void launch(void (*kernel)(KernelParams...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+void launch(void (*kernel)(KernelParams...), LaunchGrid grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
             Args&&... args) {
-    static_assert(sizeof...(KernelParams) == sizeof...(Args), "launch: wrong number of kernel arguments");
-    kernel<<<grid, block, shared_bytes, stream>>>(std::forward<Args>(args)...);
-    CUDA_CHECK(cudaGetLastError());  // catches a bad configuration (too many threads, too much shared memory)
+    cuda_check(try_launch(kernel, grid, block, shared_bytes, stream, std::forward<Args>(args)...),
+               "kernel launch (bad configuration?)", grid.file, grid.line);
 }
-#endif
-
-// try_launch(...): the same launch, returning the launch error instead of exiting on it — for code that handles a
-// bad configuration itself (and for the tests that check such errors are reported).
-#if defined(CUDA_TEACH_CPU)
-template <typename... KernelParams, typename... Args>
-[[nodiscard]] cudaError_t try_launch(void (*kernel)(KernelParams...), cpu_backend::LaunchGrid grid, dim3 block,
-                                     size_t shared_bytes, cudaStream_t stream, Args&&... args) {
-    cpu_backend::launch_kernel(kernel, grid, block, shared_bytes, stream, std::forward<Args>(args)...);
-    return cudaGetLastError();
-}
-#elif defined(__CUDACC__)
-template <typename... KernelParams, typename... Args>
-[[nodiscard]] cudaError_t try_launch(void (*kernel)(KernelParams...), dim3 grid, dim3 block, size_t shared_bytes,
-                                     cudaStream_t stream, Args&&... args) {
-    kernel<<<grid, block, shared_bytes, stream>>>(std::forward<Args>(args)...);
-    return cudaGetLastError();
-}
-#endif
 
 // Dynamic shared memory, one spelling for both flavors:  float* tile = dynamic_shared<float>();
 // (`extern __shared__ float tile[];` cannot be expressed on the CPU, so kernels use this instead.)

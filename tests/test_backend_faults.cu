@@ -49,6 +49,29 @@ size_t matmul_mismatches(bool second_barrier) {
     return test_support::count_mismatches(dc.download(), expected, 1e-5, n * 1e-6, "C");
 }
 
+// Thread 0 loads a value into shared memory for its block; without the barrier the others may read it too early
+// (or read the previous block's value).
+template <bool barrier>
+__global__ void broadcast_from_thread_zero(const float* in, float* out) {
+    __shared__ float value;
+    if (threadIdx.x == 0) value = in[blockIdx.x];
+    if constexpr (barrier) __syncthreads();
+    out[blockIdx.x * blockDim.x + threadIdx.x] = value;
+}
+
+template <bool barrier>
+size_t broadcast_mismatches() {
+    const int blocks = 16, threads = 64;
+    auto rng = test_support::rng_for_test();
+    const std::vector<float> in = test_support::random_floats(rng, blocks);
+    DeviceBuffer<float> d_in(in), d_out(blocks * threads);
+    launch(broadcast_from_thread_zero<barrier>, blocks, threads, 0, 0, d_in.get(), d_out.get());
+    const std::vector<float> out = d_out.download();
+    size_t wrong = 0;
+    for (int i = 0; i < blocks * threads; ++i) wrong += out[i] != in[i / threads];
+    return wrong;
+}
+
 #if defined(CUDA_TEACH_CPU)
 __global__ void barrier_in_branch(float* out) {
     if (threadIdx.x % 2 == 0) __syncthreads();  // only even threads: a bug on a GPU too
@@ -132,6 +155,15 @@ TEST_CASE("must fail: a GEMM missing its second __syncthreads gives wrong result
     for (const uint64_t seed : {1u, 2u, 3u}) {
         cpu_backend::set_schedule_fuzzing(true, seed);
         REQUIRE(matmul_mismatches(false) > 0);
+    }
+    cpu_backend::set_schedule_fuzzing(false);
+}
+
+TEST_CASE("must fail: a broadcast from thread 0 without its barrier is wrong under fuzzing", "[backend][fuzz][must-fail]") {
+    for (const uint64_t seed : {1u, 2u, 3u}) {
+        cpu_backend::set_schedule_fuzzing(true, seed);
+        CHECK(broadcast_mismatches<false>() > 0);
+        CHECK(broadcast_mismatches<true>() == 0);
     }
     cpu_backend::set_schedule_fuzzing(false);
 }

@@ -212,8 +212,9 @@ TEMPLATE_TEST_CASE("every shuffle variant, every width, out-of-range lanes", "[b
     DeviceBuffer<TestType> in(input), out(n);
     for (const Shuffle kind : {Shuffle::idx, Shuffle::up, Shuffle::down, Shuffle::bfly}) {
         for (const int width : {32, 16, 8, 4, 2, 1}) {
-            for (const int operand : {0, 1, 3, 5, 15, 16, 31}) {
-                if (kind == Shuffle::idx && operand >= 32) continue;
+            for (const int operand : {0, 1, 3, 5, 15, 16, 31, 33, -3}) {
+                // Deltas are unsigned, so only __shfl_sync takes a negative or >= 32 lane (CUDA keeps its low bits).
+                if (kind != Shuffle::idx && (operand < 0 || operand >= 32)) continue;
                 out.poison();
                 launch(shuffle_kernel<TestType>, warps, 32, 0, 0, in.get(), out.get(), kind, operand, width);
                 const std::vector<TestType> got = out.download();
@@ -292,16 +293,30 @@ TEST_CASE("atomics from many blocks", "[backend][atomics]") {
     REQUIRE(values[who] == 7);
 }
 
-TEST_CASE("same inputs, bitwise-same outputs", "[backend][determinism]") {
+TEST_CASE("same inputs, bitwise-same outputs, whatever the schedule", "[backend][determinism]") {
     REQUIRE_DEVICE();
     auto rng = test_support::rng_for_test();
     const int n = 100003, threads = 256, blocks = ceil_div(n, threads);
-    DeviceBuffer<float> in(test_support::random_floats(rng, n)), first(blocks), second(blocks);
+    DeviceBuffer<float> in(test_support::random_floats(rng, n)), first(blocks), again(blocks);
     launch(block_sums, blocks, threads, 0, 0, in.get(), n, first.get());
-    launch(block_sums, blocks, threads, 0, 0, in.get(), n, second.get());
-    const auto a = first.download(), b = second.download();
-    REQUIRE(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-    REQUIRE(std::none_of(a.begin(), a.end(), [](float v) { return std::isnan(v); }));
+    const auto expected = first.download();
+    REQUIRE(std::none_of(expected.begin(), expected.end(), [](float v) { return std::isnan(v); }));
+    // A correct kernel's result must not depend on the order in which the backend runs its threads: compare with
+    // shuffled schedules (on a GPU: with a second run).
+#if defined(CUDA_TEACH_CPU)
+    for (const uint64_t seed : {1u, 2u, 3u}) {
+        cpu_backend::set_schedule_fuzzing(true, seed);
+#else
+    for (int run = 0; run < 1; ++run) {
+#endif
+        again.poison();
+        launch(block_sums, blocks, threads, 0, 0, in.get(), n, again.get());
+        const auto got = again.download();
+        REQUIRE(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)) == 0);
+    }
+#if defined(CUDA_TEACH_CPU)
+    cpu_backend::set_schedule_fuzzing(false);
+#endif
 }
 
 TEST_CASE("cudaMalloc beyond the device's memory returns cudaErrorMemoryAllocation", "[backend][memory]") {
@@ -316,4 +331,19 @@ TEST_CASE("cudaMalloc beyond the device's memory returns cudaErrorMemoryAllocati
     REQUIRE(cudaGetLastError() == cudaSuccess);  // not sticky: the device is still usable
     REQUIRE(cudaMalloc(&p, 1024) == cudaSuccess);
     CUDA_CHECK(cudaFree(p));
+}
+
+TEST_CASE("copies whose kind does not match the pointers are refused", "[backend][memory]") {
+    REQUIRE_DEVICE();
+    DeviceBuffer<float> device(16);
+    std::vector<float> host(16, 1.0f);
+    // Swapped kinds: the classic mistake; on a GPU these fail too (or corrupt memory), never silently succeed.
+    CHECK(cudaMemcpy(device.get(), host.data(), 64, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue);
+    CHECK(cudaMemcpy(host.data(), device.get(), 64, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
+    // A device side that runs past the end of its buffer.
+    CHECK(cudaMemcpy(device.get() + 8, host.data(), 64, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
+    CHECK(cudaMemset(host.data(), 0, 64) == cudaErrorInvalidValue);
+    CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+    CHECK(cudaMemcpy(device.get(), host.data(), 64, cudaMemcpyHostToDevice) == cudaSuccess);
+    CHECK(device.download() == host);
 }

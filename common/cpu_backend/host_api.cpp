@@ -10,7 +10,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
-#include <unordered_map>
+#include <map>
 #include <unordered_set>
 
 #include "common/cpu_backend/internal.h"
@@ -32,26 +32,23 @@ thread_local cudaError_t last_error = cudaSuccess;
 size_t parse_capacity(const char* text) {
     char* end = nullptr;
     const double value = std::strtod(text, &end);
-    double scale = 1;
-    std::string unit = end ? end : "";
-    if (unit == "K" || unit == "k" || unit == "KiB")
-        scale = 1024.0;
-    else if (unit == "M" || unit == "m" || unit == "MiB")
-        scale = 1024.0 * 1024;
-    else if (unit == "G" || unit == "g" || unit == "GiB")
-        scale = 1024.0 * 1024 * 1024;
-    else if (!unit.empty())
-        end = nullptr;
-    if (end == text || end == nullptr || !(value > 0) || value * scale > 1e15)
-        fatal("CUDA_CPU_MEMORY must be a size such as 512M or 8G, not '%s'", text);
-    return static_cast<size_t>(value * scale);
+    const std::string unit = end ? end : "";
+    double scale = 0;
+    if (unit.empty() || unit == "B") scale = 1;
+    else if (unit == "K" || unit == "KB" || unit == "KiB") scale = 1024.0;
+    else if (unit == "M" || unit == "MB" || unit == "MiB") scale = 1024.0 * 1024;
+    else if (unit == "G" || unit == "GB" || unit == "GiB") scale = 1024.0 * 1024 * 1024;
+    const double bytes = value * scale;
+    if (end == text || scale == 0 || !(bytes >= 1024 * 1024) || bytes > 1e15)
+        fatal("CUDA_CPU_MEMORY must be a size from 1M up, such as 512M or 8G, not '%s'", text);
+    return static_cast<size_t>(bytes);
 }
 
 struct Memory {
     std::mutex mutex;
     size_t capacity = 8ull << 30;
     size_t used = 0;
-    std::unordered_map<void*, size_t> device;  // pointer → bytes
+    std::map<const char*, size_t> device;  // start → bytes, ordered so an address can be found inside a buffer
     std::unordered_set<void*> pinned;
     Memory() {
         if (const char* c = std::getenv("CUDA_CPU_MEMORY")) capacity = parse_capacity(c);
@@ -65,6 +62,26 @@ Memory& memory() {
 
 double emulated_gib() {
     return memory().capacity / double(1ull << 30);
+}
+
+// The cudaMalloc'd buffer holding `address`: [start, start + bytes), or null start when none does. On a GPU a host
+// pointer passed where a device pointer belongs (or copy kinds swapped) fails; here it would silently work.
+std::pair<const char*, size_t> device_buffer_holding(const void* address) {
+    auto& m = memory();
+    std::lock_guard lock(m.mutex);
+    const char* a = static_cast<const char*>(address);
+    auto it = m.device.upper_bound(a);
+    if (it == m.device.begin()) return {nullptr, 0};
+    --it;
+    if (a >= it->first + it->second) return {nullptr, 0};
+    return *it;
+}
+
+bool is_device_address(const void* address) { return device_buffer_holding(address).first != nullptr; }
+
+bool is_device_range(const void* address, size_t bytes) {
+    const auto [start, size] = device_buffer_holding(address);
+    return start && static_cast<const char*>(address) + bytes <= start + size;
 }
 
 }  // namespace
@@ -256,7 +273,7 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
     // Exactly `bytes` (not rounded up), so AddressSanitizer's redzone starts right after the last element.
     if (posix_memalign(&p, 256, bytes) != 0) return record_error(cudaErrorMemoryAllocation);
     std::memset(p, 0xFF, bytes);  // a GPU gives uninitialized memory: NaN bytes make a read of it show
-    m.device.emplace(p, bytes);
+    m.device.emplace(static_cast<const char*>(p), bytes);
     m.used += bytes;
     *ptr = p;
     return cudaSuccess;
@@ -266,7 +283,7 @@ cudaError_t cudaFree(void* ptr) {
     if (!ptr) return cudaSuccess;
     auto& m = cpu_backend::memory();
     std::lock_guard lock(m.mutex);
-    const auto it = m.device.find(ptr);
+    const auto it = m.device.find(static_cast<const char*>(ptr));
     if (it == m.device.end()) return record_error(cudaErrorInvalidValue);
     m.used -= it->second;
     m.device.erase(it);
@@ -303,6 +320,16 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
     if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return record_error(cudaErrorInvalidMemcpyDirection);
     if (bytes == 0) return cudaSuccess;
     if (!dst || !src) return record_error(cudaErrorInvalidValue);
+    if (kind != cudaMemcpyDefault) {
+        // The kind must say where each side lives, and a device side must fit inside its buffer.
+        const bool dst_on_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+        const bool src_on_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+        const bool dst_ok = dst_on_device ? cpu_backend::is_device_range(dst, bytes)
+                                          : !cpu_backend::is_device_address(dst);
+        const bool src_ok = src_on_device ? cpu_backend::is_device_range(src, bytes)
+                                          : !cpu_backend::is_device_address(src);
+        if (!dst_ok || !src_ok) return record_error(cudaErrorInvalidValue);
+    }
     std::memmove(dst, src, bytes);
     return cudaSuccess;
 }
@@ -316,7 +343,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
 }
 cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
     if (bytes == 0) return cudaSuccess;
-    if (!ptr) return record_error(cudaErrorInvalidValue);
+    if (!ptr || !cpu_backend::is_device_range(ptr, bytes)) return record_error(cudaErrorInvalidValue);
     std::memset(ptr, value, bytes);
     return cudaSuccess;
 }

@@ -26,6 +26,8 @@
 #include <vector_functions.h>
 #include <vector_types.h>
 
+#include "common/launch_grid.h"
+
 #include <bit>
 #include <cmath>
 #include <cstddef>
@@ -81,7 +83,9 @@ struct KernelInvocation {
     void (*run)(const void* bound_kernel);
     const void* bound_kernel;
     const void* kernel_address;  // identifies the kernel (cudaFuncSetAttribute)
-    std::source_location launch_site;
+    const char* launch_file;     // where launch() was called
+    int launch_line;
+    const char* launch_function;
 };
 
 // Validates the configuration (sets the last error like CUDA does), then runs every block to completion.
@@ -103,7 +107,6 @@ struct WarpLaneSlot {
 using WarpCombine = void (*)(WarpLaneSlot* lanes, unsigned mask);
 void warp_collective(unsigned mask, WarpCombine combine, const void* in, void* out,
                      std::source_location site = std::source_location::current());
-unsigned lane_id();  // linear thread index % 32
 
 // Aborts the program with the kernel, block and thread that did something a GPU would not survive.
 [[noreturn]] void kernel_fault(const char* what);
@@ -121,20 +124,12 @@ struct BoundKernel {
     }
 };
 
-// Where a launch was written, carried by the grid argument so launch() can keep CUDA's argument order.
-struct LaunchGrid {
-    dim3 dims;
-    std::source_location site;
-    LaunchGrid(dim3 d, std::source_location s = std::source_location::current()) : dims(d), site(s) {}
-    LaunchGrid(unsigned x, std::source_location s = std::source_location::current()) : dims(x), site(s) {}
-};
-
 template <typename... KernelParams, typename... Args>
-void launch_kernel(void (*kernel)(KernelParams...), LaunchGrid grid, dim3 block, size_t shared_bytes,
+void launch_kernel(void (*kernel)(KernelParams...), const LaunchGrid& grid, dim3 block, size_t shared_bytes,
                    cudaStream_t stream, Args&&... args) {
     const BoundKernel<KernelParams...> bound{kernel, {std::forward<Args>(args)...}};
     const KernelInvocation invocation{&BoundKernel<KernelParams...>::run, &bound, reinterpret_cast<const void*>(kernel),
-                                      grid.site};
+                                      grid.file, grid.line, grid.function};
     run_grid(invocation, grid.dims, block, shared_bytes, stream);
 }
 
@@ -289,10 +284,16 @@ inline float atomicExch(float* address, float value) {
         __atomic_exchange_n(reinterpret_cast<uint32_t*>(address), std::bit_cast<uint32_t>(value), __ATOMIC_RELAXED));
 }
 template <typename T>
-T atomicCAS(T* address, T compare, T value) {
-    static_assert(std::is_integral_v<T>, "atomicCAS takes int, unsigned or unsigned long long");
+T atomic_compare_and_swap(T* address, T compare, T value) {
     __atomic_compare_exchange_n(address, &compare, value, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     return compare;  // the old value, whether or not the swap happened
+}
+inline int atomicCAS(int* address, int compare, int value) { return atomic_compare_and_swap(address, compare, value); }
+inline unsigned atomicCAS(unsigned* address, unsigned compare, unsigned value) {
+    return atomic_compare_and_swap(address, compare, value);
+}
+inline unsigned long long atomicCAS(unsigned long long* address, unsigned long long compare, unsigned long long value) {
+    return atomic_compare_and_swap(address, compare, value);
 }
 inline void __threadfence() {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -376,41 +377,21 @@ inline float rsqrtf(float x) {
 inline float __saturatef(float x) {
     return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : (x != x ? 0.0f : x));
 }
-inline int min(int a, int b) {
-    return a < b ? a : b;
+// min/max as CUDA's math_functions.hpp provides them, mixed argument types included: integers meet in their common
+// type (int with unsigned gives unsigned, as in CUDA), floating point goes through fmin/fmax.
+template <typename A, typename B>
+    requires std::is_arithmetic_v<A> && std::is_arithmetic_v<B>
+inline std::common_type_t<A, B> min(A a, B b) {
+    using T = std::common_type_t<A, B>;
+    if constexpr (std::is_floating_point_v<T>) return std::fmin(T(a), T(b));
+    else return T(a) < T(b) ? T(a) : T(b);
 }
-inline int max(int a, int b) {
-    return a > b ? a : b;
-}
-inline unsigned min(unsigned a, unsigned b) {
-    return a < b ? a : b;
-}
-inline unsigned max(unsigned a, unsigned b) {
-    return a > b ? a : b;
-}
-inline long long min(long long a, long long b) {
-    return a < b ? a : b;
-}
-inline long long max(long long a, long long b) {
-    return a > b ? a : b;
-}
-inline unsigned long long min(unsigned long long a, unsigned long long b) {
-    return a < b ? a : b;
-}
-inline unsigned long long max(unsigned long long a, unsigned long long b) {
-    return a > b ? a : b;
-}
-inline float min(float a, float b) {
-    return std::fmin(a, b);
-}
-inline float max(float a, float b) {
-    return std::fmax(a, b);
-}
-inline double min(double a, double b) {
-    return std::fmin(a, b);
-}
-inline double max(double a, double b) {
-    return std::fmax(a, b);
+template <typename A, typename B>
+    requires std::is_arithmetic_v<A> && std::is_arithmetic_v<B>
+inline std::common_type_t<A, B> max(A a, B b) {
+    using T = std::common_type_t<A, B>;
+    if constexpr (std::is_floating_point_v<T>) return std::fmax(T(a), T(b));
+    else return T(a) > T(b) ? T(a) : T(b);
 }
 // expf, logf, fmaxf, sqrtf, fmaf, ... come from <math.h> in the global namespace, as in device code.
 

@@ -62,7 +62,8 @@ class StackPool {
             base = mmap(nullptr, size_ + page(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                         -1, 0);
             if (base == MAP_FAILED) fatal("cannot map a fiber stack (%zu KiB)", size_ / 1024);
-            mprotect(base, page(), PROT_NONE);  // stacks grow down: the guard page sits below the lowest address
+            // Stacks grow down: the guard page sits below the lowest address, so an overflow is a clean SIGSEGV.
+            if (mprotect(base, page(), PROT_NONE) != 0) fatal("cannot protect a fiber stack's guard page");
         }
         // Stack tops at one offset modulo 4 KiB would all share a few L1 cache sets and evict each other on
         // every switch; staggering them by cache lines ("coloring") spreads them over the whole cache.
@@ -174,7 +175,8 @@ Config& config() {
         if (const char* f = std::getenv("CUDA_CPU_FUZZ"); f && *f) {
             char* end = nullptr;
             c.fuzz_seed = std::strtoull(f, &end, 10);
-            if (end == f || *end != '\0') fatal("CUDA_CPU_FUZZ must be a seed (a whole number), not '%s'", f);
+            if (end == f || *end != '\0' || *f == '-')
+                fatal("CUDA_CPU_FUZZ must be a seed (a whole number >= 0), not '%s'", f);
             c.fuzz = true;
         }
 #if defined(CPU_BACKEND_ASAN)
@@ -230,6 +232,11 @@ Worker& worker() {
 
 std::string where(const std::source_location& site) {
     return std::string(site.file_name()) + ":" + std::to_string(site.line()) + " (in " + site.function_name() + ")";
+}
+
+std::string launch_site(const KernelInvocation& kernel) {
+    return std::string(kernel.launch_file) + ":" + std::to_string(kernel.launch_line) + " (in " +
+           kernel.launch_function + ")";
 }
 
 std::string coords(uint3 v) {
@@ -321,7 +328,7 @@ std::atomic<uint64_t> launch_counter{0};
 [[noreturn]] void block_fault(BlockRun& run, const std::string& message) {
     std::fprintf(stderr, "CPU backend: kernel fault in block %s (grid %s, block %s), kernel launched at %s:\n  %s\n",
                  coords(run.block).c_str(), coords(gridDim).c_str(), coords(blockDim).c_str(),
-                 where(run.kernel->launch_site).c_str(), message.c_str());
+                 launch_site(*run.kernel).c_str(), message.c_str());
     std::fflush(stderr);
     std::abort();
 }
@@ -364,6 +371,19 @@ const char* state_name(ThreadState s) {
     block_fault(run, "no thread can make progress");
 }
 
+void combine_nothing(WarpLaneSlot*, unsigned);  // __syncwarp's, defined below
+
+bool same_site(const std::source_location& a, const std::source_location& b) {
+    return a.line() == b.line() && a.column() == b.column() &&
+           (a.file_name() == b.file_name() || std::strcmp(a.file_name(), b.file_name()) == 0);
+}
+
+// Lanes of one collective: the same operation with the same mask, at the same call site (except __syncwarp, which
+// may legally meet at different sites).
+bool same_collective(const CudaThread& a, const CudaThread& b) {
+    return a.mask == b.mask && a.combine == b.combine && (a.combine == combine_nothing || same_site(a.site, b.site));
+}
+
 // Completes every warp collective whose live lanes have all arrived. Returns whether any lane was released.
 bool complete_warp_collectives(BlockRun& run) {
     bool released = false;
@@ -380,8 +400,7 @@ bool complete_warp_collectives(BlockRun& run) {
                 if (!(first.mask >> l & 1u)) continue;
                 const CudaThread& other = run.threads[base + l];
                 if (other.state == ThreadState::finished) continue;
-                if (other.state != ThreadState::at_warp_collective || other.mask != first.mask ||
-                    other.combine != first.combine) {
+                if (other.state != ThreadState::at_warp_collective || !same_collective(other, first)) {
                     ready = false;
                     break;
                 }
@@ -455,23 +474,20 @@ void run_block(Worker& w, const KernelInvocation& kernel, uint3 block, uint64_t 
         std::iota(order.begin(), order.end(), 0u);
     }
 
-    // Thread 0 goes first, on a fiber: if it needs no sync point, nobody does (or the kernel is wrong).
-    CudaThread& first = run.threads[0];
-    first.linear = 0;
-    first.index = {0, 0, 0};
-    first.state = ThreadState::runnable;
-    start_fiber(w, first);
-    run.pass_order = nullptr;
-    run_pass(run, 1);  // only thread 0 exists yet: the pass is thread 0 alone
-    if (first.state == ThreadState::finished) {
-        if (fuzz) {
-            std::shuffle(order.begin() + 1, order.end(), shuffle_rng);
-            for (unsigned k = 1; k < run.thread_count; ++k) {
-                run.plain_thread = order[k];
-                threadIdx = thread_index(order[k]);
-                kernel.run(kernel.bound_kernel);
-            }
-        } else {
+    // Without fuzzing, thread 0 goes first, alone, on a fiber: if it needs no sync point, nobody does (or the
+    // kernel is wrong), and the others run as plain calls. Fuzzing skips this fast path: every thread is a fiber
+    // from the start and the passes run in shuffled order, so even `if (threadIdx.x == 0) s = ...;` followed by a
+    // read of s without a barrier shows up as a wrong result.
+    unsigned first_fiber = 0;
+    if (!fuzz) {
+        CudaThread& first = run.threads[0];
+        first.linear = 0;
+        first.index = {0, 0, 0};
+        first.state = ThreadState::runnable;
+        start_fiber(w, first);
+        run.pass_order = nullptr;
+        run_pass(run, 1);  // only thread 0 exists yet: the pass is thread 0 alone
+        if (first.state == ThreadState::finished) {
             // The fast path proper: one plain call per thread, threadIdx counted up like an odometer.
             uint3 index{0, 0, 0};
             for (unsigned i = 1; i < run.thread_count; ++i) {
@@ -486,11 +502,12 @@ void run_block(Worker& w, const KernelInvocation& kernel, uint3 block, uint64_t 
                 threadIdx = index;
                 kernel.run(kernel.bound_kernel);
             }
+            return;
         }
-        return;
+        first_fiber = 1;
     }
 
-    for (unsigned i = 1; i < run.thread_count; ++i) {
+    for (unsigned i = first_fiber; i < run.thread_count; ++i) {
         CudaThread& t = run.threads[i];
         t.linear = i;
         t.index = thread_index(i);
@@ -600,7 +617,7 @@ void run_grid(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t shar
     {
         std::lock_guard lock(attribute_mutex);
         if (auto it = max_dynamic_shared.find(kernel.kernel_address); it != max_dynamic_shared.end())
-            shared_limit = std::max<size_t>(shared_limit, it->second);
+            shared_limit = static_cast<size_t>(it->second);  // as on a GPU, the attribute is the limit
     }
     if (shared_bytes > shared_limit) {
         record_error(cudaErrorInvalidValue);
@@ -614,6 +631,11 @@ void run_grid(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t shar
         gridDim = {grid.x, grid.y, grid.z};
         blockDim = {block.x, block.y, block.z};
         // A GPU's shared memory starts as garbage: 0xFF bytes (NaN as floats) make reads of unwritten smem show.
+#if defined(CPU_BACKEND_ASAN)
+        // Only `shared_bytes` of the worker's buffer belong to this launch: past them is an overflow.
+        ASAN_UNPOISON_MEMORY_REGION(w.dynamic_shared.get(), kMaxSharedBytes);
+        ASAN_POISON_MEMORY_REGION(w.dynamic_shared.get() + shared_bytes, kMaxSharedBytes - shared_bytes);
+#endif
         std::memset(w.dynamic_shared.get(), 0xFF, shared_bytes);
         const uint3 block_index{static_cast<unsigned>(b % grid.x), static_cast<unsigned>(b / grid.x % grid.y),
                                 static_cast<unsigned>(b / (uint64_t(grid.x) * grid.y))};
@@ -653,10 +675,10 @@ BlockRun& current_block(const char* what, const std::source_location& site) {
     BlockRun& run = this_worker->run;
     if (!run.current) {
         block_fault(run, "thread " + coords(thread_index(run.plain_thread)) + " reached " + what + " at " +
-                             where(site) +
-                             ", but thread (0,0,0) of this block finished without reaching any barrier or warp "
-                             "collective: every thread of a block must reach the same sync points (divergent "
-                             "barrier)");
+                             where(site) + ", but thread (0,0,0), which ran first, finished without reaching any barrier or warp collective, so the "
+                             "block took the barrier-free fast path (divergent barrier). On a GPU this is a bug for "
+                             "__syncthreads; the CPU backend also needs the first thread of a block to reach a warp "
+                             "collective if any thread does (see README, \"Not supported\").");
     }
     return run;
 }
@@ -686,12 +708,6 @@ void warp_collective(unsigned mask, WarpCombine combine, const void* in, void* o
     self.in = in;
     self.out = out;
     yield_to_next(run, self);
-}
-
-unsigned lane_id() {
-    if (!this_worker || !this_worker->run.kernel) return 0;
-    const BlockRun& run = this_worker->run;
-    return (run.current ? run.current->linear : run.plain_thread) % 32;
 }
 
 void kernel_fault(const char* what) {
