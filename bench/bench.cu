@@ -1,27 +1,28 @@
 // bench/bench.cu — validates every kernel in kernels/ against the float64 reference, then times them.
 //
-//   build/cuda/bench/bench            all GEMM versions at the MLP's shapes (batch 128 and 1024, 784 → 1024 →
-//                                     1024 → 10: forward, input gradient, weight gradient) and at 4096³,
-//                                     beside cuBLAS SGEMM; then the memory-bound kernels beside a
-//                                     device-to-device copy
-//   build/cuda/bench/bench --quick    fewer repetitions, smaller memory-bound sizes
+//   build/cuda/bench/bench               all GEMM versions at the MLP's shapes (batch 128 and 1024, 784 → 1024 →
+//                                        1024 → 10: forward, input gradient, weight gradient) and at 4096³, beside
+//                                        cuBLAS SGEMM; then the memory-bound kernels beside a device-to-device copy
+//   build/cuda/bench/bench --quick       fewer repetitions, smaller memory-bound sizes
 //   build/cuda/bench/bench --version 4   only GEMM version 4 (and cuBLAS)
-//   build/cpu/bench/bench             the same on the CPU backend: small sizes, no 4096³, few repetitions
+//   build/cpu/bench/bench                the same on the CPU backend: small sizes, no 4096³, few repetitions
 //
 // Figures are printed, never asserted. Method (what keeps them honest):
-//   * validation first: each version and every transpose against the float64 reference (and cuBLAS through
-//   the
-//     same row-major wrapper), so a fast wrong kernel is reported as wrong, not fast;
+//   * validation first: each version and every transpose against the float64 reference (and cuBLAS through the
+//     same row-major wrapper), so a fast wrong kernel is reported as wrong, not fast. Two shapes: 131×67×97 (off
+//     every tile boundary: v4's element-wise loads, 64×64 tiles) and 1284×1412×36 (leading dimensions multiples
+//     of 4 and 11 × 12 = 132 output tiles: v4's float4 loads and 128×128 tiles — the paths timed at the large
+//     shapes; on the CPU backend only v4 runs this one, the others would take minutes);
 //   * CUDA events around each run, after warm-up runs; the median of the runs (robust to a stray slow one);
-//   * GEMM inputs and outputs rotate over enough buffer sets to exceed twice the L2 cache, so a run does not
-//   find
+//   * GEMM inputs and outputs rotate over enough buffer sets to exceed twice the L2 cache, so a run does not find
 //     its operands left in L2 by the previous one (memory-bound kernels use working sets far larger than L2);
-//   * GEMM: GFLOP/s = 2·M·N·K / time, and % of cuBLAS SGEMM (FP32, no TF32) on the same shape in the same
-//   run;
-//   * memory-bound kernels: GB/s = bytes the kernel must move / time, and % of a cudaMemcpy device-to-device
-//     copy (2 bytes moved per byte copied) measured in the same run.
+//   * GEMM: GFLOP/s = 2·M·N·K / time, and % of cuBLAS SGEMM (FP32, no TF32) on the same shape in the same run;
+//   * memory-bound kernels: GB/s = bytes the kernel must move / time, and % of a cudaMemcpy device-to-device copy
+//     (2 bytes moved per byte copied) measured in the same run.
 // Goals on an H200 (measured when a GPU is available, not here): register-blocked ≥ 85% of cuBLAS at 4096³;
-// memory-bound kernels ≥ 80% of the copy bandwidth.
+// memory-bound kernels ≥ 80% of the copy bandwidth, except bias_grad (only ceil(cols / 32) blocks, 32 for the
+// 1024-wide rows timed here: too few to fill the GPU; see kernels/bias_grad.cuh) and count_correct (it reads
+// the logits but its figure is dominated by the per-row argmax over 10 classes; no goal set).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -179,7 +180,9 @@ Timing time_runs(const TimingPlan& plan, const std::function<void(int)>& run) {
     CUDA_CHECK(cudaEventDestroy(start));
     CUDA_CHECK(cudaEventDestroy(stop));
     std::sort(times.begin(), times.end());
-    return {times[times.size() / 2], static_cast<int>(times.size())};
+    const size_t mid = times.size() / 2;  // an even count takes the mean of the two middle runs
+    const double median = times.size() % 2 == 1 ? times[mid] : 0.5 * (double(times[mid - 1]) + times[mid]);
+    return {median, static_cast<int>(times.size())};
 }
 
 size_t l2_bytes() {
@@ -243,9 +246,18 @@ bool report_mismatches(const char* what, const std::vector<float>& got, const st
 using GemmFunction = std::function<void(Transpose, Transpose, int, int, int, float, const float*, int, const float*,
                                         int, float, float*, int, GemmEpilogue)>;
 
-bool validate_gemm(const char* name, const GemmFunction& gemm_fn, bool epilogue_supported) {
+struct ValidationShape {
+    int M, N, K;
+};
+// Off every tile boundary (v4: element-wise loads, 64×64 tiles).
+constexpr ValidationShape kOddShape{131, 67, 97};
+// Every leading dimension a multiple of 4 (v4: float4 loads) and ceil(1284/128) · ceil(1412/128) = 11 · 12 = 132
+// output tiles (v4: 128×128 tiles), the paths the large timed shapes take.
+constexpr ValidationShape kAlignedShape{1284, 1412, 36};
+
+bool validate_gemm(const char* name, const GemmFunction& gemm_fn, bool epilogue_supported, ValidationShape shape) {
     bool ok = true;
-    const int M = 131, N = 67, K = 97;  // primes-ish, off every tile boundary
+    const int M = shape.M, N = shape.N, K = shape.K;
     for (Transpose ta : {Transpose::no, Transpose::yes}) {
         for (Transpose tb : {Transpose::no, Transpose::yes}) {
             const bool trans_a = ta == Transpose::yes, trans_b = tb == Transpose::yes;
@@ -289,8 +301,7 @@ std::vector<GemmShape> gemm_shapes(const Options& options) {
     for (int batch : batches) {
         for (int l = 0; l < 3; ++l) {
             const int in = layers[l][0], out = layers[l][1];
-            char tag_text[32];  // (snprintf rather than string + to_string: g++ 12 warns falsely on the
-                                // latter)
+            char tag_text[32];  // (snprintf rather than string + to_string: g++ 12 warns falsely on the latter)
             std::snprintf(tag_text, sizeof tag_text, "L%d B=%d", l + 1, batch);
             const std::string tag = tag_text;
             shapes.push_back({tag + " fwd  Y=XW", Transpose::no, Transpose::no, batch, out, in, l < 2});
@@ -320,8 +331,7 @@ void bench_gemm(const Options& options, const std::vector<int>& versions) {
         const size_t a_count = static_cast<size_t>(s.M) * s.K, b_count = static_cast<size_t>(s.K) * s.N,
                      c_count = static_cast<size_t>(s.M) * s.N;
         const size_t set_bytes = (a_count + b_count + c_count) * sizeof(float);
-        // Enough sets that cycling through them touches more than 2× the L2 cache between two uses of one
-        // set.
+        // Enough sets that cycling through them touches more than 2× the L2 cache between two uses of one set.
         const int sets = static_cast<int>(std::clamp<size_t>(l2 == 0 ? 1 : (2 * l2) / set_bytes + 1, 1, 256));
         std::vector<std::unique_ptr<DeviceArray<float>>> a, b, c;
         for (int i = 0; i < sets; ++i) {
@@ -480,7 +490,9 @@ void bench_memory_bound(const Options& options) {
     std::printf(
         "\nMemory-bound kernels: GB/s = bytes the kernel must move / median time; %% of the copy "
         "bandwidth%s\n",
-        kCpuBackend ? "" : " (goal: >= 80% for normalize, ReLUs, bias_add, softmax, optimizers)");
+        kCpuBackend ? ""
+                    : " (goal: >= 80% for normalize, ReLUs, bias_add, softmax, optimizers; not bias_grad: its "
+                      "ceil(cols / 32) = 32 blocks cannot fill the GPU)");
     std::printf("  %-44s %12s %10s %9s %8s\n", "kernel", "size", "time (us)", "GB/s", "% copy");
     const auto row = [&](const char* name, const std::string& size, double bytes, const Timing& t) {
         const double gbs = bytes / (t.median_ms * 1e6);
@@ -539,26 +551,31 @@ int main(int argc, char** argv) {
     }
 
     // 1. Validate, before any timing.
-    std::printf("\nValidating against the float64 reference (M=131 N=67 K=97, all transposes):\n");
+    std::printf(
+        "\nValidating against the float64 reference (all transposes; M=131 N=67 K=97, and M=1284 N=1412 K=36%s):\n",
+        kCpuBackend ? " for version 4 only" : "");
     bool ok = true;
     for (int v : versions) {
         const GemmVersion version = gemm_version_from_int(v);
-        const bool good = validate_gemm(
-            gemm_version_name(version),
-            [version](Transpose ta, Transpose tb, int M, int N, int K, float alpha, const float* A, int lda,
-                      const float* B, int ldb, float beta, float* C, int ldc,
-                      GemmEpilogue e) { gemm(version, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e); },
-            true);
+        const GemmFunction fn = [version](Transpose ta, Transpose tb, int M, int N, int K, float alpha, const float* A,
+                                          int lda, const float* B, int ldb, float beta, float* C, int ldc,
+                                          GemmEpilogue e) {
+            gemm(version, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, e);
+        };
+        bool good = validate_gemm(gemm_version_name(version), fn, true, kOddShape);
+        if (!kCpuBackend || version == GemmVersion::register_blocked) {
+            good = validate_gemm(gemm_version_name(version), fn, true, kAlignedShape) && good;
+        }
         std::printf("  gemm %-18s %s\n", gemm_version_name(version), good ? "ok" : "WRONG");
         ok = ok && good;
     }
 #if !defined(CUDA_TEACH_CPU)
-    const bool cublas_ok = validate_gemm(
-        "cublas",
-        [](Transpose ta, Transpose tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
-           int ldb, float beta, float* C, int ldc,
-           GemmEpilogue) { cublas_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc); },
-        false);
+    const GemmFunction cublas_fn = [](Transpose ta, Transpose tb, int M, int N, int K, float alpha, const float* A,
+                                      int lda, const float* B, int ldb, float beta, float* C, int ldc, GemmEpilogue) {
+        cublas_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    };
+    const bool cublas_ok = validate_gemm("cublas", cublas_fn, false, kOddShape) &&
+                           validate_gemm("cublas", cublas_fn, false, kAlignedShape);
     std::printf("  %-23s %s\n", "cuBLAS (row-major wrap)", cublas_ok ? "ok" : "WRONG");
     ok = ok && cublas_ok;
 #endif

@@ -2,6 +2,7 @@
 #include "common/cli.h"
 
 #include <charconv>
+#include <filesystem>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -20,7 +21,7 @@ std::vector<int> TrainOptions::layer_sizes() const {
 
 namespace {
 
-std::string quoted(const std::string& text) {
+std::string in_quotes(const std::string& text) {
     return "'" + text + "'";
 }
 
@@ -46,13 +47,14 @@ std::string parse_int_value(const std::string& text, int min, int max, int* valu
     const char* begin = text.data();
     const char* end = text.data() + text.size();
     const auto [stop, error] = std::from_chars(begin, end, parsed);
-    if (text.empty() || error == std::errc::invalid_argument) return quoted(text) + " is not a whole number";
+    if (text.empty() || error == std::errc::invalid_argument) return in_quotes(text) + " is not a whole number";
     if (error == std::errc::result_out_of_range || parsed > INT_MAX || parsed < INT_MIN) {
-        return quoted(text) + " is out of range (at most " + std::to_string(max) + ")";
+        return in_quotes(text) + " is out of range (at most " + std::to_string(max) + ")";
     }
-    if (stop != end) return quoted(text) + " is not a whole number (unexpected " + quoted(std::string(stop, end)) + ")";
+    if (stop != end)
+        return in_quotes(text) + " is not a whole number (unexpected " + in_quotes(std::string(stop, end)) + ")";
     if (parsed < min || parsed > max) {
-        return quoted(text) + " is out of range: expected " + std::to_string(min) + ".." + std::to_string(max);
+        return in_quotes(text) + " is out of range: expected " + std::to_string(min) + ".." + std::to_string(max);
     }
     *value = static_cast<int>(parsed);
     return "";
@@ -63,11 +65,12 @@ std::string parse_uint64_value(const std::string& text, uint64_t* value) {
     const char* end = text.data() + text.size();
     const auto [stop, error] = std::from_chars(text.data(), end, parsed);
     if (text.empty() || error == std::errc::invalid_argument) {
-        return quoted(text) + " is not a non-negative whole number";
+        return in_quotes(text) + " is not a non-negative whole number";
     }
-    if (error == std::errc::result_out_of_range) return quoted(text) + " is out of range (at most 2^64-1)";
+    if (error == std::errc::result_out_of_range) return in_quotes(text) + " is out of range (at most 2^64-1)";
     if (stop != end) {
-        return quoted(text) + " is not a non-negative whole number (unexpected " + quoted(std::string(stop, end)) + ")";
+        return in_quotes(text) + " is not a non-negative whole number (unexpected " +
+               in_quotes(std::string(stop, end)) + ")";
     }
     *value = parsed;
     return "";
@@ -77,13 +80,13 @@ std::string parse_double_value(const std::string& text, double min, double max, 
     double parsed = 0;
     const char* end = text.data() + text.size();
     const auto [stop, error] = std::from_chars(text.data(), end, parsed);
-    if (text.empty() || error == std::errc::invalid_argument) return quoted(text) + " is not a number";
-    if (error == std::errc::result_out_of_range || !std::isfinite(parsed)) return quoted(text) + " is out of range";
-    if (stop != end) return quoted(text) + " is not a number (unexpected " + quoted(std::string(stop, end)) + ")";
+    if (text.empty() || error == std::errc::invalid_argument) return in_quotes(text) + " is not a number";
+    if (error == std::errc::result_out_of_range || !std::isfinite(parsed)) return in_quotes(text) + " is out of range";
+    if (stop != end) return in_quotes(text) + " is not a number (unexpected " + in_quotes(std::string(stop, end)) + ")";
     const bool below = min_inclusive ? parsed < min : parsed <= min;
     if (below || parsed > max) {
-        return quoted(text) + " is out of range: expected " + (min_inclusive ? "" : "more than ") + format_double(min) +
-               (min_inclusive ? " to " : " and at most ") + format_double(max);
+        return in_quotes(text) + " is out of range: expected " + (min_inclusive ? "" : "more than ") +
+               format_double(min) + (min_inclusive ? " to " : " and at most ") + format_double(max);
     }
     *value = parsed;
     return "";
@@ -98,7 +101,7 @@ std::string parse_int_list_value(const std::string& text, int min, int max, std:
         const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
         int number = 0;
         if (const std::string error = parse_int_value(item, min, max, &number); !error.empty()) {
-            return "in list " + quoted(text) + ": " + error;
+            return "in list " + in_quotes(text) + ": " + error;
         }
         parsed.push_back(number);
         if (comma == std::string::npos) break;
@@ -122,7 +125,7 @@ Cli::Cli(std::string program, std::string summary, TrainOptions& options)
                  else if (v == "adamw")
                      o.optimizer = OptimizerKind::adamw;
                  else
-                     return quoted(v) + " is not an optimizer: expected sgd or adamw";
+                     return in_quotes(v) + " is not an optimizer: expected sgd or adamw";
                  return "";
              }});
     add(Flag{"--lr", "X", "learning rate", format_double(o.lr) + "; adamw: " + format_double(o.adamw_lr), true,
@@ -134,14 +137,21 @@ Cli::Cli(std::string program, std::string summary, TrainOptions& options)
     add(Flag{"--seed", "N", "random seed: initial weights and batch order (Philox)", std::to_string(o.seed), true,
              [&o](const std::string& v) { return parse_uint64_value(v, &o.seed); }});
     add_string("--data", &o.data_dir, "DIR", "directory with the MNIST IDX files (default: search, see mnist.h)");
-    add(Flag{"--limit", "N", "use only the first N training and N test images", "all", true,
+    add(Flag{"--limit", "N", "use only the first N training images (the test set stays whole)", "all", true,
              [&o](const std::string& v) {
                  int n = 0;
                  const std::string error = parse_int_value(v, 1, INT_MAX, &n);
                  if (error.empty()) o.limit = static_cast<size_t>(n);
                  return error;
              }});
-    add_string("--json", &o.json_path, "FILE", "also write everything printed as JSON to FILE");
+    // Checked now, not after training: a typo in the directory should cost seconds, not the whole run.
+    add(Flag{"--json", "FILE", "also write everything printed as JSON to FILE", "", true,
+             [&o](const std::string& v) -> std::string {
+                 if (v.empty()) return "an empty value";
+                 if (const std::string problem = check_output_file(v); !problem.empty()) return problem;
+                 o.json_path = v;
+                 return "";
+             }});
     add_flag("--quiet", &o.quiet, "no progress bar");
 }
 
@@ -195,7 +205,7 @@ CliResult Cli::parse(int argc, const char* const* argv) {
     for (int i = 1; i < argc; ++i) {
         std::string arg = argv[i];
         if (arg == "--help" || arg == "-h") return CliResult{CliResult::Kind::help, 0, usage()};
-        if (arg.rfind("--", 0) != 0) return error("unexpected argument " + quoted(arg) + " (flags start with --)");
+        if (arg.rfind("--", 0) != 0) return error("unexpected argument " + in_quotes(arg) + " (flags start with --)");
         std::string value;
         bool has_value = false;
         if (const size_t eq = arg.find('='); eq != std::string::npos) {
@@ -207,12 +217,11 @@ CliResult Cli::parse(int argc, const char* const* argv) {
         for (const Flag& candidate : flags_) {
             if (candidate.name == arg) flag = &candidate;
         }
-        if (flag == nullptr) return error("unknown flag " + quoted(arg));
+        if (flag == nullptr) return error("unknown flag " + in_quotes(arg));
         if (!flag->takes_value) {
             if (has_value) return error(arg + " takes no value");
         } else if (!has_value) {
-            // The next argument is the value, unless there is none or it is another flag ("--data --epochs
-            // 3").
+            // The next argument is the value, unless there is none or it is another flag ("--data --epochs 3").
             if (i + 1 >= argc || std::string(argv[i + 1]).rfind("--", 0) == 0) {
                 return error(arg + " needs a value (" + flag->metavar + ")");
             }
@@ -267,6 +276,25 @@ bool Cli::given(const std::string& flag) const {
         if (name == flag) return true;
     }
     return false;
+}
+
+std::string check_output_file(const std::string& path) {
+    namespace fs = std::filesystem;
+    std::error_code ignored;
+    if (fs::is_directory(path, ignored)) return in_quotes(path) + " is a directory, expected a file name";
+    const fs::path parent = fs::path(path).parent_path();
+    if (!parent.empty() && !fs::is_directory(parent, ignored)) {
+        return "cannot write " + in_quotes(path) + ": directory " + in_quotes(parent.string()) + " does not exist";
+    }
+    // The file is written as FILE.tmp and renamed, so that is what must be creatable. Opening for append
+    // truncates nothing; a .tmp this check created is removed again.
+    const std::string temporary = path + ".tmp";
+    const bool existed = fs::exists(temporary, ignored);
+    std::FILE* probe = std::fopen(temporary.c_str(), "ab");
+    if (probe == nullptr) return "cannot write " + in_quotes(path) + " (cannot create " + in_quotes(temporary) + ")";
+    std::fclose(probe);
+    if (!existed) fs::remove(temporary, ignored);
+    return "";
 }
 
 std::string check_batch_fits(int batch, size_t train_count) {

@@ -37,7 +37,7 @@ struct TrainOptions {
     double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;  // adamw
     uint64_t seed = 1;
     std::string data_dir;   // --data; "" = search (see mnist.h)
-    size_t limit = 0;       // --limit: use only the first N train and test images; 0 = all
+    size_t limit = 0;       // --limit: use only the first N training images (the test set stays whole); 0 = all
     std::string json_path;  // --json FILE; "" = none
     bool quiet = false;     // --quiet: no progress bar
 
@@ -70,8 +70,7 @@ class Cli {
 
     // Parses argv[1..]. Never prints, never exits (so tests can check every path).
     CliResult parse(int argc, const char* const* argv);
-    // parse(), then: help → usage on stdout, exit 0; error → "<program>: <message>" + a hint on stderr,
-    // exit 2.
+    // parse(), then: help → usage on stdout, exit 0; error → "<program>: <message>" + a hint on stderr, exit 2.
     void parse_or_exit(int argc, char** argv);
 
     std::string usage() const;
@@ -91,6 +90,10 @@ class Cli {
     std::vector<Flag> flags_;
     std::vector<std::string> given_;
 };
+
+// "" when `path` can be written the way RunReport::write_json does it (as path + ".tmp", then renamed), else
+// what is wrong. --json calls it while parsing. Leaves no file behind.
+std::string check_output_file(const std::string& path);
 
 // After the data is loaded: "" when `batch` fits, else the message (batch larger than the training set).
 std::string check_batch_fits(int batch, size_t train_count);

@@ -258,6 +258,7 @@ MemoryPrediction predict_device_memory(const ModelShape& shape) {
     set(MemoryCategory::master_weights, shape.master_weights ? params * sizeof(float) : 0);
     set(MemoryCategory::activations, batch * (inputs + 2 * outputs) * shape.activation_bytes);
     set(MemoryCategory::input_staging, batch * inputs + batch);
-    set(MemoryCategory::workspace, batch * sizeof(float) + sizeof(int));
+    // row_losses [batch], mean_loss [1], correct [1]
+    set(MemoryCategory::workspace, batch * sizeof(float) + sizeof(float) + sizeof(int));
     return p;
 }

@@ -8,9 +8,8 @@
 // A lesson never calls cudaMalloc directly:
 //     MemoryLedger ledger;
 //     float* w1 = ledger.allocate<float>(MemoryCategory::parameters, "W1", 784 * 256);
-//     uint8_t* staging = ledger.allocate_host<uint8_t>(MemoryCategory::input_staging, "pixels", n,
-//     HostMemory::pinned); ledger.copy_to_device(d_pixels, staging, bytes, stream);   // counted as a pinned
-//     host-to-device copy
+//     uint8_t* staging = ledger.allocate_host<uint8_t>(MemoryCategory::input_staging, "pixels", n, HostMemory::pinned);
+//     ledger.copy_to_device(d_pixels, staging, bytes, stream);  // counted as a pinned host-to-device copy
 // and at the end prints the table (report.h): current and peak bytes per category, the pinned and pageable
 // host buffers, bytes moved each way, and cudaMemGetInfo before the first allocation and now. The ledger
 // frees whatever is still allocated when it is destroyed.
@@ -165,7 +164,8 @@ size_t parameter_count(const std::vector<int>& layer_sizes);  // Σ in·out + ou
 //   master weights  fp32 W_l, b_l when master_weights                       4 bytes each
 //   activations     input X [B × in_1]; per layer output Y_l [B × out_l] and its gradient dY_l [B × out_l]
 //   input staging   raw pixels [B × in_1] and labels [B], one byte each
-//   workspace       per-sample losses [B] (float) and one int counter (correct predictions)
+//   workspace       row_losses [B] (float: softmax_cross_entropy's per-row scratch), mean_loss [1] (float: the
+//                   batch's mean loss it reduces into) and one int counter (correct predictions)
 MemoryPrediction predict_device_memory(const ModelShape& shape);
 
 template <typename Param = float, typename Act = float>
@@ -189,7 +189,8 @@ struct MlpBuffers {
     Act* input = nullptr;              // [batch × in_1] normalized images
     uint8_t* staged_pixels = nullptr;  // [batch × in_1]
     uint8_t* staged_labels = nullptr;  // [batch]
-    float* losses = nullptr;           // [batch]
+    float* row_losses = nullptr;       // [batch] per-row losses (softmax_cross_entropy's scratch)
+    float* mean_loss = nullptr;        // [1] the batch's mean loss
     int* correct = nullptr;            // [1]
 };
 
@@ -232,7 +233,8 @@ MlpBuffers<Param, Act> allocate_mlp(MemoryLedger& ledger, const ModelShape& shap
     }
     m.staged_pixels = ledger.allocate<uint8_t>(C::input_staging, "pixels", batch * shape.layer_sizes[0]);
     m.staged_labels = ledger.allocate<uint8_t>(C::input_staging, "labels", batch);
-    m.losses = ledger.allocate<float>(C::workspace, "losses", batch);
+    m.row_losses = ledger.allocate<float>(C::workspace, "row_losses", batch);
+    m.mean_loss = ledger.allocate<float>(C::workspace, "mean_loss", 1);
     m.correct = ledger.allocate<int>(C::workspace, "correct", 1);
     return m;
 }

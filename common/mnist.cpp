@@ -4,9 +4,12 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <stdexcept>
 
 namespace {
@@ -15,57 +18,139 @@ namespace fs = std::filesystem;
 
 constexpr uint32_t kImagesMagic = 0x00000803;  // 2051
 constexpr uint32_t kLabelsMagic = 0x00000801;  // 2049
-// Far beyond any real data set (MNIST has 60000), small enough that count × 784 cannot overflow.
-constexpr uint32_t kMaxItems = 100'000'000;
+// Far beyond any IDX data set of 28x28 images (MNIST has 60000, EMNIST byclass 697932), and small enough that
+// even a header that is honest about a huge payload (a gzip bomb) cannot make the reader hold more than
+// 2M × 784 bytes ≈ 1.5 GiB. The payload buffer grows only with data actually decompressed.
+constexpr uint32_t kMaxItems = 2'000'000;
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
     throw std::runtime_error(path + ": " + what);
 }
 
-// gzopen reads both gzip and plain files (a plain file is passed through unchanged).
+// A file starting with the gzip magic (1f 8b) is decompressed with zlib's inflate(); anything else is read
+// as is. inflate() rather than gzread(): gzread silently ignores non-gzip bytes after the last member, and a
+// file with junk appended must be rejected like any other trailing garbage.
 class IdxStream {
   public:
-    explicit IdxStream(const std::string& path) : path_(path) {
+    explicit IdxStream(const std::string& path) : path_(path), in_(kInputBytes), out_(kOutputBytes) {
         if (!fs::is_regular_file(path)) fail(path, "no such file");
-        file_ = gzopen(path.c_str(), "rb");
+        file_.reset(std::fopen(path.c_str(), "rb"));
         if (file_ == nullptr) fail(path, "cannot open");
-        gzbuffer(file_, 1 << 17);
+        refill();
+        gzip_ = available() >= 2 && next_[0] == 0x1f && next_[1] == 0x8b;
+        if (gzip_) {
+            // 16 + MAX_WBITS: expect a gzip header and trailer (CRC-32 and length are checked at the end).
+            if (inflateInit2(&z_, 16 + MAX_WBITS) != Z_OK) fail(path, "zlib could not be initialized");
+            z_ready_ = true;
+        }
     }
     ~IdxStream() {
-        if (file_ != nullptr) gzclose(file_);
+        if (z_ready_) inflateEnd(&z_);
     }
     IdxStream(const IdxStream&) = delete;
     IdxStream& operator=(const IdxStream&) = delete;
 
     // Reads up to `bytes`; returns how many were read (fewer only at the end of the data). A damaged gzip
-    // stream (bad data, a truncated member) throws.
+    // stream (bad data, a bad CRC, a truncated member, bytes after the last member that are not another member)
+    // throws.
     size_t read(void* dst, size_t bytes) {
+        unsigned char* out = static_cast<unsigned char*>(dst);
         size_t got = 0;
         while (got < bytes) {
-            const unsigned chunk = static_cast<unsigned>(std::min<size_t>(bytes - got, 1u << 20));
-            const int n = gzread(file_, static_cast<unsigned char*>(dst) + got, chunk);
-            if (n < 0) throw_gzip_error();
-            if (n == 0) break;
-            got += static_cast<size_t>(n);
-        }
-        if (got < bytes) {  // a gzip stream cut short reports Z_BUF_ERROR only on the read that hits its end
-            int code = Z_OK;
-            gzerror(file_, &code);
-            if (code != Z_OK) throw_gzip_error();
+            if (!gzip_) {  // a plain file: copy out of the input buffer
+                if (available() == 0 && (eof_ || !refill())) break;
+                const size_t n = std::min(available(), bytes - got);
+                std::copy_n(next_, n, out + got);
+                next_ += n;
+                got += n;
+                continue;
+            }
+            if (out_pos_ == out_end_ && !inflate_ahead()) break;
+            const size_t n = std::min(out_end_ - out_pos_, bytes - got);
+            std::copy_n(out_.data() + out_pos_, n, out + got);
+            out_pos_ += n;
+            got += n;
         }
         return got;
     }
 
   private:
-    [[noreturn]] void throw_gzip_error() {
-        int code = Z_OK;
-        const char* message = gzerror(file_, &code);
-        fail(path_, std::string("damaged gzip data (zlib: ") + (message != nullptr ? message : "unknown error") +
-                        "); delete the file and download it again (make data)");
+    // Decompresses up to kOutputBytes ahead of what read() has handed out, so damage close to the start of the
+    // stream is reported as damage, before a garbled header could be taken for a wrong (but intact) file.
+    bool inflate_ahead() {
+        out_pos_ = out_end_ = 0;
+        while (out_end_ < out_.size()) {
+            if (member_done_ && !start_next_member()) break;
+            if (available() == 0 && !eof_) refill();
+            z_.next_in = next_;
+            z_.avail_in = static_cast<uInt>(std::min<size_t>(available(), UINT_MAX));
+            z_.next_out = out_.data() + out_end_;
+            z_.avail_out = static_cast<uInt>(out_.size() - out_end_);
+            const int code = inflate(&z_, Z_NO_FLUSH);
+            const size_t produced = static_cast<size_t>(z_.next_out - (out_.data() + out_end_));
+            const bool consumed = z_.next_in != next_;
+            out_end_ += produced;
+            next_ = z_.next_in;
+            if (code == Z_STREAM_END) {
+                member_done_ = true;
+            } else if (code != Z_OK && code != Z_BUF_ERROR) {
+                gzip_error(z_.msg != nullptr ? z_.msg : "inflate error " + std::to_string(code));
+            } else if (produced == 0 && !consumed && available() == 0 && eof_) {
+                gzip_error("unexpected end of file: the gzip stream is cut short");
+            }
+        }
+        return out_end_ > 0;
+    }
+
+    static constexpr size_t kInputBytes = size_t{1} << 17;
+    static constexpr size_t kOutputBytes = size_t{1} << 20;
+
+    size_t available() const { return static_cast<size_t>(end_ - next_); }
+
+    // Moves what is left to the front of the buffer and reads more after it. False at the end of the file.
+    bool refill() {
+        const size_t left = available();
+        std::memmove(in_.data(), next_ == nullptr ? in_.data() : next_, left);
+        const size_t n = std::fread(in_.data() + left, 1, in_.size() - left, file_.get());
+        if (n == 0 && std::ferror(file_.get())) fail(path_, "read error");
+        if (n == 0) eof_ = true;
+        next_ = in_.data();
+        end_ = in_.data() + left + n;
+        return n > 0;
+    }
+
+    // After a member's trailer: the end of the file, or another gzip member (gzip -c a b > c makes those).
+    // False at the end of the file; anything else throws.
+    bool start_next_member() {
+        while (available() < 2 && !eof_) refill();
+        if (available() == 0) return false;
+        if (available() < 2 || next_[0] != 0x1f || next_[1] != 0x8b) {
+            fail(path_,
+                 "unexpected bytes after the end of the gzip data (not another gzip member): the file is "
+                 "damaged; delete it and download it again (make data)");
+        }
+        if (inflateReset(&z_) != Z_OK) gzip_error("inflateReset failed");
+        member_done_ = false;
+        return true;
+    }
+
+    [[noreturn]] void gzip_error(const std::string& message) {
+        fail(path_, "damaged gzip data (zlib: " + message + "); delete the file and download it again (make data)");
     }
 
     std::string path_;
-    gzFile file_ = nullptr;
+    // A unique_ptr, so the file is closed even when the constructor throws.
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> file_{nullptr, &std::fclose};
+    std::vector<unsigned char> in_;
+    unsigned char* next_ = nullptr;  // unread input: [next_, end_)
+    unsigned char* end_ = nullptr;
+    std::vector<unsigned char> out_;  // decompressed, not yet read: [out_pos_, out_end_)
+    size_t out_pos_ = 0, out_end_ = 0;
+    bool eof_ = false;  // fread found the end of the file
+    bool gzip_ = false;
+    z_stream z_{};
+    bool z_ready_ = false;
+    bool member_done_ = false;
 };
 
 uint32_t big_endian(const unsigned char* bytes) {
@@ -159,6 +244,14 @@ std::string how_to_get_data() {
            kDebianFashionMnistDir + ").";
 }
 
+// Fashion-MNIST is recognized by where it is, not by its name: the IDX files are indistinguishable in format,
+// and a path that merely contains "fashion" (or not) says nothing. Debian's package directory, reached by any
+// path (a symlink, --data, $MNIST_DIR), is Fashion-MNIST.
+bool is_debian_fashion_dir(const std::string& dir) {
+    std::error_code ignored;
+    return fs::equivalent(dir, kDebianFashionMnistDir, ignored);
+}
+
 void keep_first(MnistSplit& split, size_t limit) {
     if (limit == 0 || limit >= split.count) return;
     split.count = limit;
@@ -242,7 +335,7 @@ DataLocation find_mnist(const std::string& data_flag) {
             throw std::runtime_error(how + " names " + dir + ", which lacks " + missing_files(dir) + ". " +
                                      how_to_get_data());
         }
-        return DataLocation{dir, how, dir.find("fashion") != std::string::npos};
+        return DataLocation{dir, how, is_debian_fashion_dir(dir)};
     };
     if (!data_flag.empty()) return only_here(data_flag, "--data");
     if (const char* env = std::getenv("MNIST_DIR"); env != nullptr && env[0] != '\0') {
@@ -252,7 +345,9 @@ DataLocation find_mnist(const std::string& data_flag) {
     if (const std::string repo = repository_data_dir(); directory_has_mnist(repo)) {
         return {repo, "repository data/mnist", false};
     }
-    if (directory_has_mnist(kDebianFashionMnistDir)) return {kDebianFashionMnistDir, "Debian package", true};
+    if (directory_has_mnist(kDebianFashionMnistDir)) {
+        return {kDebianFashionMnistDir, "Debian package", true};
+    }
     throw std::runtime_error("MNIST not found (no --data, no $MNIST_DIR; looked in ./data/mnist, " +
                              repository_data_dir() + ", " + kDebianFashionMnistDir + "). " + how_to_get_data());
 }
@@ -267,8 +362,7 @@ MnistDataset load_mnist(const std::string& data_flag, size_t limit) {
         read_idx_split(idx_file_in(where.directory, kTrainImagesFile), idx_file_in(where.directory, kTrainLabelsFile));
     data.test =
         read_idx_split(idx_file_in(where.directory, kTestImagesFile), idx_file_in(where.directory, kTestLabelsFile));
-    keep_first(data.train, limit);
-    keep_first(data.test, limit);
+    keep_first(data.train, limit);  // the test set stays whole: evaluating 10000 images is cheap
     return data;
 }
 

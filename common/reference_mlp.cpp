@@ -112,6 +112,21 @@ ReferenceMlp::ReferenceMlp(const ReferenceConfig& config) : config_(config) {
     }
 }
 
+double ReferenceMlp::predicted_bytes(const ReferenceConfig& config) {
+    const std::vector<int>& sizes = config.layer_sizes;
+    if (sizes.size() < 2) return 0;
+    const double batch = config.batch;
+    double parameters = 0, outputs = 0;
+    for (size_t l = 0; l + 1 < sizes.size(); ++l) {
+        parameters += double(sizes[l]) * sizes[l + 1] + sizes[l + 1];
+        outputs += sizes[l + 1];
+    }
+    // Per parameter: value, gradient, and velocity (sgd) or m and v (adamw), all float64.
+    const double copies = config.optimizer == OptimizerKind::adamw ? 4 : 3;
+    const double activations = batch * (sizes[0] + 2 * outputs);          // X, then Y_l and dY_l per layer
+    return sizeof(double) * (copies * parameters + activations) + batch;  // + the labels, one byte each
+}
+
 void ReferenceMlp::forward(const double* inputs, int rows) {
     const double* x = inputs;
     for (int l = 0; l < layers(); ++l) {

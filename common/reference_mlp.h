@@ -1,22 +1,19 @@
-// common/reference_mlp.h — the CPU reference trainer: the same MLP, initialization and batch order as the
-// lessons, computed in float64 with the ops of reference_ops.h.
+// common/reference_mlp.h — the CPU reference trainer: the same MLP, initialization and batch order as the lessons,
+// computed in float64 with the ops of reference_ops.h.
 //
 // defines: init_parameters(), init_bound(), epoch_order(), gather_batch(), batch_count(), ReferenceConfig,
 //          ReferenceMlp (train_step / compute_gradients / loss / count_correct / train_epoch / evaluate).
 //
 // What a lesson shares with the reference, so that its first steps can be compared number for number:
-//   * init_parameters(seed, layer_sizes): the float32 weights and biases the lesson uploads. Layer l maps in
-//   → out
+//   * init_parameters(seed, layer_sizes): the float32 weights and biases the lesson uploads. Layer l maps in → out
 //     with W_l stored row-major [in × out] (y = x·W + b). Weights are uniform in ±init_bound(fan_in, last):
-//     Kaiming for layers followed by a ReLU (bound √(6/in)), LeCun for the output layer (√(3/in)); biases are
-//     0. Element i of W_l is philox_uniform(philox_key(seed), kPhiloxStreamInit, l, i): a kernel can compute
-//     it too.
-//   * epoch_order(seed, epoch, n): the permutation of the training set for epoch 1, 2, ... (Fisher–Yates
-//   driven by
-//     Philox stream kPhiloxStreamShuffle). Batch b of the epoch is order[b·B, min((b+1)·B, n)); the last
-//     batch may be smaller. gather_batch() copies one batch's pixels and labels into a (pinned) staging
-//     buffer.
-//   * inputs: normalize_pixel() (mnist.h), in float32; the reference then works in float64.
+//     Kaiming for layers followed by a ReLU (bound √(6/in)), LeCun for the output layer (√(3/in)); biases are 0.
+//     Element i of W_l is philox_uniform(philox_key(seed), kPhiloxStreamInit, l, i): a kernel can compute it too.
+//   * epoch_order(seed, epoch, n): the permutation of the training set for epoch 1, 2, ... (Fisher–Yates driven by
+//     Philox stream kPhiloxStreamShuffle). Batch b of the epoch is order[b·B, min((b+1)·B, n)); the last batch may
+//     be smaller. gather_batch() copies one batch's pixels and labels into a (pinned) staging buffer.
+//   * inputs: normalize_pixel() (common/normalize_pixel.h, the same function the normalize kernel calls), in
+//     float32; the reference then works in float64.
 //   * loss: mean softmax cross-entropy over the batch; the last layer has no ReLU.
 //   * sgd: v = momentum·v + g + wd·p; p -= lr·v.  adamw: see reference::adamw_step (t counts steps from 1).
 #pragma once
@@ -76,6 +73,12 @@ class ReferenceMlp {
     // Parameters from init_parameters(config.seed, config.layer_sizes); every buffer comes from the host
     // (pageable) part of memory(), by category, so the reference can print the same memory table as a lesson.
     explicit ReferenceMlp(const ReferenceConfig& config);
+
+    // The bytes the constructor allocates through memory() (all host pageable), from the shape alone, so a
+    // program can refuse a model that does not fit before allocating anything. In double: no overflow for any
+    // shape the flags allow. (The constructor also holds the float32 initial values, 4 bytes per parameter,
+    // while it converts them.)
+    static double predicted_bytes(const ReferenceConfig& config);
 
     // inputs: rows × layer_sizes[0] normalized values; rows ≤ config.batch.
     StepResult train_step(const double* inputs, const uint8_t* labels, int rows, PhaseTimer* timer = nullptr);

@@ -1,5 +1,4 @@
-// common/reference_ops.h — the CPU reference for every kernel in kernels/: plain loops, accumulating in
-// double.
+// common/reference_ops.h — the CPU reference for every kernel in kernels/: plain loops, accumulating in double.
 //
 // defines: reference::gemm, bias_add, relu_forward, relu_backward, softmax_cross_entropy, bias_grad,
 //          sgd_momentum_step, adamw_step, argmax_rows, count_correct, normalize_pixels.
@@ -23,6 +22,8 @@
 
 #include <cstddef>
 #include <cstdint>
+
+#include "common/normalize_pixel.h"
 
 namespace reference {
 
@@ -49,8 +50,7 @@ void relu_backward(size_t n, const T* dy, const T* activation, T* dx);
 
 // Softmax cross-entropy over `batch` rows of `classes` logits (leading dimension ld):
 //   returns the mean loss  (1/batch) Σ_r [logsumexp(logits_r) − logits_r[label_r]]
-//   writes dlogits = (softmax(logits) − onehot(label)) / batch  (same leading dimension), unless dlogits is
-//   null.
+//   writes dlogits = (softmax(logits) − onehot(label)) / batch  (same leading dimension), unless dlogits is null.
 // Stable for any finite logits (subtracts the row max). Throws std::invalid_argument on a label ≥ classes.
 template <typename T, typename Label>
 double softmax_cross_entropy(int batch, int classes, const T* logits, int ld, const Label* labels, T* dlogits);
@@ -80,11 +80,14 @@ void argmax_rows(int rows, int cols, const T* logits, int ld, int32_t* predictio
 template <typename T, typename Label>
 int count_correct(int rows, int cols, const T* logits, int ld, const Label* labels);
 
-// out[i] = (pixels[i] / 255 − mean) / std. MNIST: mean 0.1307, std 0.3081 (the training set's statistics).
+// out[i] = (pixels[i] / 255 − mean) / std, the formula of normalize_pixel() (common/normalize_pixel.h) computed
+// in double: the float64 ground truth. The float32 inputs of lessons and the reference trainer come from
+// normalize_pixel() itself, which kernels/normalize.cuh matches bit for bit.
 template <typename T>
 void normalize_pixels(size_t n, const uint8_t* pixels, T* out, double mean, double std);
 
-inline constexpr double kMnistMean = 0.1307;
-inline constexpr double kMnistStd = 0.3081;
+// The same mean and std as normalize_pixel() (the float32 constants, widened exactly).
+inline constexpr double kMnistMean = ::kMnistMean;
+inline constexpr double kMnistStd = ::kMnistStd;
 
 }  // namespace reference

@@ -107,7 +107,7 @@ std::string format_config(const TrainOptions& o) {
     std::string text = layers + ", batch " + std::to_string(o.batch) + ", " + optimizer + ", " +
                        std::to_string(o.epochs) + (o.epochs == 1 ? " epoch" : " epochs") + ", seed " +
                        std::to_string(o.seed);
-    if (o.limit > 0) text += ", first " + std::to_string(o.limit) + " images only";
+    if (o.limit > 0) text += ", first " + std::to_string(o.limit) + " training images only";
     return text;
 }
 
@@ -135,17 +135,23 @@ std::string memory_table(const MemorySnapshot& m) {
     for (int s = 0; s < kMemorySpaceCount; ++s) {
         const CategoryUsage& total = m.total[s];
         if (total.peak == 0) continue;
-        TextTable table({"category", "current", "peak", "% of peak"}, "lrrr");
+        // The percentages are of the current total, so they add up to 100. Peaks are per category and may
+        // have happened at different times: the total's peak is the peak of the sum, not the sum of the peaks.
+        TextTable table({"category", "current", "% of current", "peak"}, "lrrr");
         for (int c = 0; c < kMemoryCategoryCount; ++c) {
             const CategoryUsage& u = m.by_space[s][c];
             if (u.peak == 0) continue;
-            table.add_row({memory_category_name(MemoryCategory(c)), format_bytes(u.current), format_bytes(u.peak),
-                           printf_string("%.1f", 100.0 * double(u.peak) / double(total.peak))});
+            table.add_row(
+                {memory_category_name(MemoryCategory(c)), format_bytes(u.current),
+                 total.current > 0 ? printf_string("%.1f", 100.0 * double(u.current) / double(total.current)) : "",
+                 format_bytes(u.peak)});
         }
         table.add_rule();
-        table.add_row({"total", format_bytes(total.current), format_bytes(total.peak), ""});
-        out +=
-            std::string(memory_space_name(MemorySpace(s))) + " memory allocated through the ledger\n" + table.render();
+        table.add_row(
+            {"total", format_bytes(total.current), total.current > 0 ? "100.0" : "", format_bytes(total.peak)});
+        out += std::string(memory_space_name(MemorySpace(s))) +
+               " memory allocated through the ledger (total peak = peak of the sum, not the sum of the peaks)\n" +
+               table.render();
     }
     if (out.empty()) out = "no memory allocated through the ledger\n";
     if (m.device_queried) {
@@ -470,14 +476,17 @@ std::string RunReport::to_json() const {
 
 void RunReport::write_json(const std::string& path) const {
     const std::string temporary = path + ".tmp";
+    std::error_code error;
     {
         std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
         if (!out) throw std::runtime_error("cannot write " + path + " (cannot create " + temporary + ")");
         out << to_json();
-        out.flush();
-        if (!out) throw std::runtime_error("cannot write " + path + " (writing " + temporary + " failed)");
+        out.close();  // close() flushes; a full disk shows up here
+        if (!out) {
+            std::filesystem::remove(temporary, error);  // no half-written FILE.tmp left behind
+            throw std::runtime_error("cannot write " + path + " (writing " + temporary + " failed)");
+        }
     }
-    std::error_code error;
     std::filesystem::rename(temporary, path, error);
     if (error) {
         std::filesystem::remove(temporary, error);

@@ -37,7 +37,8 @@ md5_of() { md5sum "$1" | cut -d' ' -f1; }
 
 mkdir -p "$target"
 partial=""
-cleanup() { if [[ -n "$partial" ]]; then rm -f "$partial"; fi; }
+# On any exit (an error, Ctrl-C, TERM): remove the file being downloaded and its error log.
+cleanup() { if [[ -n "$partial" ]]; then rm -f "$partial" "$partial.log"; fi; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 

@@ -1,14 +1,16 @@
 // kernels/bias_grad.cuh — the bias gradient: column sums of the output gradient over the batch.
 //
-// computes: db[c] = Σ_r dY[r][c] + beta·db[c]   (rows × cols, leading dimension ldy; db not read when beta ==
-// 0)
-//           The bias is added to every row in the forward pass, so its gradient collects every row's
-//           gradient.
+// computes: db[c] = Σ_r dY[r][c] + beta·db[c]   (rows × cols, leading dimension ldy; db not read when beta == 0)
+//           The bias is added to every row in the forward pass, so its gradient collects every row's gradient.
 // versions (one): a block of 32 × 32 threads owns 32 columns. Thread (x, y) sums rows y, y+32, y+64, ... of
-//   column x — consecutive x read consecutive addresses, so each row's 32 floats are one coalesced load. The
-//   32 partial sums per column go through shared memory, transposed, so that warp y holds column y's partials
-//   in its 32 lanes, and a shuffle reduction (kernels/warp_reduce.cuh) finishes them. No atomics: every sum
-//   is taken in a fixed order, so the result is bitwise reproducible.
+//   column x — consecutive x read consecutive addresses, so each row's 32 floats are one coalesced load. The 32
+//   partial sums per column go through shared memory, transposed, so that warp y holds column y's partials in its
+//   32 lanes, and a shuffle reduction (kernels/warp_reduce.cuh) finishes them. No atomics: every sum is taken in a
+//   fixed order, so the result is bitwise reproducible.
+// limits: only ceil(cols / 32) blocks, each walking every row: 1 block for the 10-wide output layer, 32 for a
+//   1024-wide layer — far fewer than a GPU's SMs, so this kernel does not reach copy bandwidth on tall inputs.
+//   (The fix would be a deterministic two-pass reduction: partial column sums over row chunks into a workspace,
+//   then a second small reduction; see kernels/README.md.)
 // launch: block (32, 32); grid ceil(cols / 32).
 #pragma once
 

@@ -3,20 +3,20 @@
 // computes:
 //   bias_add       Y[r][c] += bias[c]                    (rows × cols, leading dimension ldy)
 //   relu_forward   y[i] = max(x[i], 0)                   (y may be x: in place)
-//   relu_backward  dx[i] = activation[i] > 0 ? dy[i] : 0 (activation: the ReLU's input or its output — both
-//   are
-//                                                         positive exactly where the ReLU let its input
-//                                                         through, so saving the output is enough; dx may be
-//                                                         dy)
-// versions (one each): one thread per element for bias_add (2D grid, no division per element); 4 elements per
-//   thread with 16-byte float4 accesses for the ReLUs when the pointers are 16-byte aligned (kVec), the n % 4
-//   tail done element by element. These kernels move bytes and do almost no arithmetic, so the figure of
-//   merit is bandwidth (bench/bench.cu compares them with cudaMemcpy). In a training step, version 4 of the
-//   GEMM fuses bias + ReLU into its epilogue and these are not needed in the forward pass.
-// launch: bias_add: block (32, 8), grid (ceil(cols / 32), ceil(rows / 8)); ReLUs: 256 threads,
+//   relu_backward  dx[i] = activation[i] > 0 ? dy[i] : 0 (activation: the ReLU's input or its output — both are
+//                                                         positive exactly where the ReLU let its input through,
+//                                                         so saving the output is enough; dx may be dy)
+// versions (one each): one thread per element for bias_add (2D grid, no division per element; rows beyond the
+//   grid's 65535 × 8 go round a grid-stride loop, since grid.y is limited to 65535 blocks); 4 elements per thread
+//   with 16-byte float4 accesses for the ReLUs when the pointers are 16-byte aligned (kVec), the n % 4 tail done
+//   element by element. These kernels move bytes and do almost no arithmetic, so the figure of merit is bandwidth
+//   (bench/bench.cu compares them with cudaMemcpy). In a training step, version 4 of the GEMM fuses bias + ReLU
+//   into its epilogue and these are not needed in the forward pass.
+// launch: bias_add: block (32, 8), grid (ceil(cols / 32), min(ceil(rows / 8), 65535)); ReLUs: 256 threads,
 //         grid ceil(ceil(n / 4) / 256).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -26,8 +26,14 @@
 
 static __global__ void bias_add_kernel(int rows, int cols, const float* bias, float* Y, int ldy) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;  // consecutive threads, consecutive columns: coalesced
-    const int r = blockIdx.y * blockDim.y + threadIdx.y;
-    if (r < rows && c < cols) Y[static_cast<size_t>(r) * ldy + c] += bias[c];
+    if (c >= cols) return;
+    const float b = bias[c];
+    // Grid-stride loop over rows: one pass when the grid covers them all, more when rows > 65535 · 8.
+    const size_t row_stride = static_cast<size_t>(gridDim.y) * blockDim.y;
+    for (size_t r = static_cast<size_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < static_cast<size_t>(rows);
+         r += row_stride) {
+        Y[r * ldy + c] += b;
+    }
 }
 
 __device__ __forceinline__ float relu_of(float x) {
@@ -76,7 +82,8 @@ inline void bias_add(const float* bias, float* Y, int rows, int cols, int ldy, c
     if (rows < 0 || cols < 0 || ldy < cols) throw std::invalid_argument("bias_add: bad sizes or ldy < cols");
     if (rows == 0 || cols == 0) return;
     const dim3 block(32, 8);
-    launch(bias_add_kernel, dim3(ceil_div(cols, 32), ceil_div(rows, 8)), block, 0, stream, rows, cols, bias, Y, ldy);
+    const dim3 grid(ceil_div(cols, 32), std::min(ceil_div(rows, 8), 65535));  // grid.y is limited to 65535 blocks
+    launch(bias_add_kernel, grid, block, 0, stream, rows, cols, bias, Y, ldy);
 }
 
 inline void relu_forward(const float* x, float* y, size_t n, cudaStream_t stream = 0) {

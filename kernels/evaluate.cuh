@@ -1,16 +1,13 @@
-// kernels/evaluate.cuh — accuracy on the device: argmax of each row of logits, compared with the label,
-// counted.
+// kernels/evaluate.cuh — accuracy on the device: argmax of each row of logits, compared with the label, counted.
 //
 // computes: *correct += #{ r < batch : argmax_c logits[r][c] == labels[r] }   (ties: lowest index)
 //           predictions[r] = argmax_c logits[r][c]                           (if predictions != nullptr)
 //           Only one int comes back to the host per evaluation (the caller zeroes *correct, runs every batch,
 //           copies the count once), instead of the whole logits matrix per batch.
-// versions (one): a group of row_group_width(classes) lanes per row (16 for 10 classes) finds the row's
-// argmax
-//   with a shuffle reduction of (value, index) pairs; the group's first lane scores the row; the block adds
-//   its rows' scores (shuffles, then shared memory across warps) and one thread does one integer atomicAdd
-//   for the whole block. Integer addition is associative, so the count does not depend on the order blocks
-//   finish.
+// versions (one): a group of row_group_width(classes) lanes per row (16 for 10 classes) finds the row's argmax
+//   with a shuffle reduction of (value, index) pairs; the group's first lane scores the row; the block adds its
+//   rows' scores (shuffles, then shared memory across warps) and one thread does one integer atomicAdd for the
+//   whole block. Integer addition is associative, so the count does not depend on the order blocks finish.
 // launch: 256 threads; grid ceil(batch / (256 / width)).
 #pragma once
 

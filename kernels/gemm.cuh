@@ -1,5 +1,5 @@
-// kernels/gemm.cuh — the GEMM entry point lessons call: every version behind one signature, plus the three
-// GEMMs of a linear layer spelled out.
+// kernels/gemm.cuh — the GEMM entry point lessons call: every version behind one signature, plus the three GEMMs
+// of a linear layer spelled out.
 //
 // defines: GemmVersion, gemm(version, ...), gemm_version_name, linear_forward, linear_backward_input,
 //          linear_backward_weight (and, through the includes, gemm_naive / gemm_coalesced / gemm_tiled /
@@ -11,8 +11,8 @@
 //   3 tiled             kernels/gemm_tiled.cuh             32×32 tiles staged through shared memory
 //   4 register_blocked  kernels/gemm_register_blocked.cuh  8×8 outputs per thread in registers, float4 loads,
 //                                                          double buffering, fused bias + ReLU epilogue
-// All versions take any sizes and leading dimensions and apply the epilogue (bias, ReLU) the same way; only
-// version 4 is fast enough for the epilogue fusion to matter.
+// All versions take any sizes and leading dimensions and apply the epilogue (bias, ReLU) the same way; only version 4
+// is fast enough for the epilogue fusion to matter.
 #pragma once
 
 #include <stdexcept>
@@ -63,8 +63,7 @@ inline GemmLauncher gemm_launcher(GemmVersion version) {
     throw std::invalid_argument("unknown GEMM version " + std::to_string(static_cast<int>(version)));
 }
 
-// C = act(alpha·op(A)·op(B) + beta·C + bias) with the chosen version (full contract in
-// kernels/gemm_common.cuh).
+// C = act(alpha·op(A)·op(B) + beta·C + bias) with the chosen version (full contract in kernels/gemm_common.cuh).
 inline void gemm(GemmVersion version, Transpose op_a, Transpose op_b, int M, int N, int K, float alpha, const float* A,
                  int lda, const float* B, int ldb, float beta, float* C, int ldc, GemmEpilogue epilogue = {},
                  cudaStream_t stream = 0) {
@@ -86,8 +85,8 @@ inline void linear_backward_input(GemmVersion version, const float* dY, const fl
     gemm(version, Transpose::no, Transpose::yes, batch, in, out, 1.0f, dY, out, W, out, 0.0f, dX, in, {}, stream);
 }
 
-// dW = Xᵀ·dY + beta·dW: the weight gradient (in×out), summed over the batch. beta = 1 accumulates into dW
-// (gradient accumulation over several micro-batches); beta = 0 overwrites it.
+// dW = Xᵀ·dY + beta·dW: the weight gradient (in×out), summed over the batch. beta = 1 accumulates into dW (gradient
+// accumulation over several micro-batches); beta = 0 overwrites it.
 inline void linear_backward_weight(GemmVersion version, const float* X, const float* dY, float* dW, int batch, int in,
                                    int out, float beta = 0.0f, cudaStream_t stream = 0) {
     gemm(version, Transpose::yes, Transpose::no, in, out, batch, 1.0f, X, in, dY, out, beta, dW, out, {}, stream);

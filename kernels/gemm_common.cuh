@@ -1,21 +1,19 @@
-// kernels/gemm_common.cuh — what every GEMM version shares: the contract, the epilogue, argument checks.
+// kernels/gemm_common.cuh — what every GEMM version shares: the contract, the epilogue, argument checks, the grid.
 //
 // Every version computes, for row-major matrices,
 //     C = act( alpha · op(A) · op(B)  +  beta · C  +  bias )        op(A): M×K, op(B): K×N, C: M×N
-// where op(X) is X or Xᵀ (Transpose::yes), bias is a length-N row vector added to every row (or none), and
-// act is ReLU or the identity. A is stored M×K (lda ≥ K), or K×M (lda ≥ M) when transposed; B is K×N (ldb ≥
-// N), or N×K (ldb ≥ K) when transposed. When beta == 0, C is not read (as in BLAS), so C may hold garbage or
-// NaN.
+// where op(X) is X or Xᵀ (Transpose::yes), bias is a length-N row vector added to every row (or none), and act is
+// ReLU or the identity. A is stored M×K (lda ≥ K), or K×M (lda ≥ M) when transposed; B is K×N (ldb ≥ N), or N×K
+// (ldb ≥ K) when transposed. When beta == 0, C is not read (as in BLAS), so C may hold garbage or NaN.
 //
 // The three GEMMs of a linear layer Y = X·W (X: batch×in, W: in×out, both row-major):
-//     forward        Y  = X  · W      gemm(v, Transpose::no,  Transpose::no,  batch, out, in,  ...)  + bias,
-//     ReLU input grad     dX = dY · Wᵀ     gemm(v, Transpose::no,  Transpose::yes, batch, in,  out, ...)
-//     weight grad    dW = Xᵀ · dY     gemm(v, Transpose::yes, Transpose::no,  in,    out, batch, ...)
-// kernels/gemm.cuh wraps exactly these three as linear_forward / linear_backward_input /
-// linear_backward_weight.
+//     forward          Y  = X  · W    gemm(v, Transpose::no,  Transpose::no,  batch, out, in,  ...)  + bias, ReLU
+//     input gradient   dX = dY · Wᵀ   gemm(v, Transpose::no,  Transpose::yes, batch, in,  out, ...)
+//     weight gradient  dW = Xᵀ · dY   gemm(v, Transpose::yes, Transpose::no,  in,    out, batch, ...)
+// kernels/gemm.cuh wraps exactly these three as linear_forward / linear_backward_input / linear_backward_weight.
 //
-// Every version's launcher has the same signature (GemmLauncher below), so a lesson switches versions by
-// changing one word, and the diff between two consecutive version files is one idea.
+// Every version's launcher has the same signature (GemmLauncher below), so a lesson switches versions by changing
+// one word, and the diff between two consecutive version files is one idea.
 #pragma once
 
 #include <cstddef>
@@ -81,9 +79,8 @@ inline bool gemm_check_arguments(const char* who, Transpose op_a, Transpose op_b
     return M > 0 && N > 0;
 }
 
-// Calls f(std::bool_constant<trans_a>{}, std::bool_constant<trans_b>{}) so a launcher can pick one of the
-// four kernel instantiations with compile-time transposes (the index arithmetic then costs nothing at run
-// time).
+// Calls f(std::bool_constant<trans_a>{}, std::bool_constant<trans_b>{}) so a launcher can pick one of the four
+// kernel instantiations with compile-time transposes (the index arithmetic then costs nothing at run time).
 template <typename F>
 void gemm_dispatch_transposes(Transpose op_a, Transpose op_b, F&& f) {
     const bool ta = op_a == Transpose::yes;
@@ -92,4 +89,21 @@ void gemm_dispatch_transposes(Transpose op_a, Transpose op_b, F&& f) {
     if (!ta && tb) f(std::false_type{}, std::true_type{});
     if (ta && !tb) f(std::true_type{}, std::false_type{});
     if (ta && tb) f(std::true_type{}, std::true_type{});
+}
+
+// The grid. Every version puts one tile coordinate on grid.x and the other on "grid y". grid.x may have 2^31 − 1
+// blocks, but grid.y and grid.z only 65535 each: a plain grid.y of ceil(M / 8) would cap version 2 at 524,280 rows.
+// gemm_grid() spreads the y tiles over grid.y × grid.z, and gemm_tile_y() in the kernel puts the index back together.
+// The last z slice may hold a few blocks past the last tile (fewer than grid.z); they lie outside the matrix and the
+// kernels' bounds checks leave them with nothing to do.
+inline constexpr int kMaxGridY = 65535;
+
+inline dim3 gemm_grid(int tiles_x, int tiles_y) {
+    const int slices = ceil_div(tiles_y, kMaxGridY);  // grid.z
+    return dim3(static_cast<unsigned>(tiles_x), static_cast<unsigned>(ceil_div(tiles_y, slices)),
+                static_cast<unsigned>(slices));
+}
+
+__device__ __forceinline__ int gemm_tile_y() {
+    return static_cast<int>(blockIdx.z * gridDim.y + blockIdx.y);
 }

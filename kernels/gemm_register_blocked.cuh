@@ -1,30 +1,25 @@
-// kernels/gemm_register_blocked.cuh — GEMM version 4: version 3 plus 2D register blocking, 16-byte loads,
-// double buffering and a fused bias + ReLU epilogue.
+// kernels/gemm_register_blocked.cuh — GEMM version 4: version 3 plus 2D register blocking, 16-byte loads, double
+// buffering and a fused bias + ReLU epilogue.
 //
 // computes: C = act(alpha·op(A)·op(B) + beta·C + bias)   (contract in kernels/gemm_common.cuh)
-// idea:     in version 3 every multiply-add needs two shared-memory reads, and shared memory, not arithmetic,
-// is
-//           the limit. Here each thread computes an 8×8 block of outputs held in 64 registers: per step of k
-//           it reads 8 values of op(A) and 8 of op(B) (four float4 reads) and does 64 multiply-adds with
-//           them, an 8× better ratio. Around that core:
+// idea:     in version 3 every multiply-add needs two shared-memory reads, and shared memory, not arithmetic, is
+//           the limit. Here each thread computes an 8×8 block of outputs held in 64 registers: per step of k it
+//           reads 8 values of op(A) and 8 of op(B) (four float4 reads) and does 64 multiply-adds with them, an 8×
+//           better ratio. Around that core:
 //           * the block tile is BM×BN = 128×128 (64×64 when the output is too small to fill the GPU), BK = 8;
-//           * the op(A) tile is stored k-major (a_s[k][m]) so a thread's 8 values of a column are two
-//           float4s;
-//           * a thread's 8 rows are two groups of 4, BM/2 apart (likewise columns), so the float4 reads of a
-//           warp
-//             from shared memory hit distinct banks, and a warp's 32 threads form a 4×8 patch that needs only
-//             12 distinct float4s per step;
+//           * the op(A) tile is stored k-major (a_s[k][m]) so a thread's 8 values of a column are two float4s;
+//           * a thread's 8 rows are two groups of 4, BM/2 apart (likewise columns), so the float4 reads of a warp
+//             from shared memory hit distinct banks, and a warp's 32 threads form a 4×8 patch that needs only 12
+//             distinct float4s per step;
 //           * global loads are 16-byte float4 loads when the leading dimensions and pointers allow (kVec);
-//             otherwise, and at every matrix edge, one element at a time with bounds checks (zero fill), so
-//             any M, N, K, lda, ldb, ldc works;
+//             otherwise, and at every matrix edge, one element at a time with bounds checks (zero fill), so any
+//             M, N, K, lda, ldb, ldc works;
 //           * double buffering: the next tiles are fetched into registers while this tile is multiplied, then
 //             written to the other shared-memory buffer, so one __syncthreads per k-step suffices;
-//           * the epilogue adds beta·C, the bias and applies ReLU before the single store of each output, so
-//           a
+//           * the epilogue adds beta·C, the bias and applies ReLU before the single store of each output, so a
 //             layer's forward pass writes its activation once.
-// launch:   BM·BN/64 threads (256 for 128×128, 64 for 64×64); grid (ceil(N / BN), ceil(M / BM));
-// 2·BK·(BM+BN+8)·4
-//           bytes of static shared memory (16.5 KiB for 128×128).
+// launch:   BM·BN/64 threads (256 for 128×128, 64 for 64×64); grid (ceil(N / BN), ceil(M / BM)), the M tiles spread
+//           over grid y and z (gemm_grid); 2·BK·(BM+BN+8)·4 bytes of static shared memory (16.5 KiB for 128×128).
 #pragma once
 
 #include "kernels/gemm_common.cuh"
@@ -33,8 +28,8 @@ inline constexpr int kRegisterGemmBK = 8;  // k-depth of one shared-memory tile
 inline constexpr int kRegisterGemmTM = 8;  // outputs per thread, rows
 inline constexpr int kRegisterGemmTN = 8;  // outputs per thread, columns
 
-// Loads 4 consecutive elements base[0..3] of a row whose first `valid` elements (≤ 4) are in bounds,
-// zero-filling the rest; one float4 load when all 4 are valid and kVec says the address is 16-byte aligned.
+// Loads 4 consecutive elements base[0..3] of a row whose first `valid` elements (≤ 4) are in bounds, zero-filling
+// the rest; one float4 load when all 4 are valid and kVec says the address is 16-byte aligned.
 template <bool kVec>
 __device__ __forceinline__ float4 gemm_load4(const float* base, int valid) {
     if (kVec && valid >= 4) return *reinterpret_cast<const float4*>(base);
@@ -46,13 +41,11 @@ __device__ __forceinline__ float4 gemm_load4(const float* base, int valid) {
     return v;
 }
 
-// One operand tile of BK × BMN elements (BMN = BM for A, BN for B), staged from global memory through
-// registers into shared memory laid out k-major: smem[k][mn] (row pitch BMN + 4).
-//   kKContiguous: the operand is stored with k contiguous (A not transposed, or B transposed): each float4
-//   holds
+// One operand tile of BK × BMN elements (BMN = BM for A, BN for B), staged from global memory through registers
+// into shared memory laid out k-major: smem[k][mn] (row pitch BMN + 4).
+//   kKContiguous: the operand is stored with k contiguous (A not transposed, or B transposed): each float4 holds
 //                 4 consecutive k of one mn and is written transposed (4 scalar stores).
-//   otherwise:    mn is contiguous (A transposed, or B not transposed): each float4 is 4 consecutive mn of
-//   one k
+//   otherwise:    mn is contiguous (A transposed, or B not transposed): each float4 is 4 consecutive mn of one k
 //                 and is written as one float4.
 // The +4 padding keeps float4 alignment and spreads the transposed stores of a warp over all 32 banks.
 template <int BMN, int kThreads, bool kKContiguous, bool kVec>
@@ -117,7 +110,7 @@ __global__ void __launch_bounds__(BM* BN / 64)
     const int warp = tid / 32, lane = tid % 32;
     const int ty = (warp / kWarpsN) * 4 + lane / 8;  // this thread's rows: 4ty..4ty+3 and BM/2 + 4ty..+3
     const int tx = (warp % kWarpsN) * 8 + lane % 8;  // this thread's columns: 4tx..4tx+3 and BN/2 + 4tx..+3
-    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    const int row0 = gemm_tile_y() * BM, col0 = blockIdx.x * BN;
 
     LoaderA load_a;
     LoaderB load_b;
@@ -156,8 +149,8 @@ __global__ void __launch_bounds__(BM* BN / 64)
         }
 
         if (has_next) {
-            // The other buffer was last read in the previous iteration, and every thread has passed the
-            // barrier at the end of it, so it is free to overwrite.
+            // The other buffer was last read in the previous iteration, and every thread has passed the barrier
+            // at the end of it, so it is free to overwrite.
             load_a.store(a_s[buf ^ 1], tid);
             load_b.store(b_s[buf ^ 1], tid);
         }
@@ -196,27 +189,36 @@ __global__ void __launch_bounds__(BM* BN / 64)
     }
 }
 
-// Picks the tile size and the vectorized or element-wise variant, then launches.
-inline void gemm_register_blocked(Transpose op_a, Transpose op_b, int M, int N, int K, float alpha, const float* A,
-                                  int lda, const float* B, int ldb, float beta, float* C, int ldc,
-                                  GemmEpilogue epilogue, cudaStream_t stream) {
+// Which block tile gemm_register_blocked_with_tile runs; GemmTile::automatic is what gemm_register_blocked does.
+enum class GemmTile { automatic, t64, t128 };
+
+// 128×128 tiles leave most of a large GPU idle when the output is small (batch 128 × 1024 is 8 tiles); 64×64 tiles
+// give 4× as many blocks.
+inline GemmTile gemm_register_blocked_tile_for(int M, int N) {
+    const bool small = static_cast<long long>(ceil_div(M, 128)) * ceil_div(N, 128) < 128;
+    return small ? GemmTile::t64 : GemmTile::t128;
+}
+
+// Picks the vectorized or element-wise variant and runs it with the given block tile. Both tiles sum each output's
+// k-terms in the same order (one fmaf per k, k ascending, BK = 8 either way), so the result is the same bit for bit
+// whichever runs; tests/test_kernels_gemm.cu forces each to check that.
+inline void gemm_register_blocked_with_tile(GemmTile tile, Transpose op_a, Transpose op_b, int M, int N, int K,
+                                            float alpha, const float* A, int lda, const float* B, int ldb, float beta,
+                                            float* C, int ldc, GemmEpilogue epilogue, cudaStream_t stream) {
     if (!gemm_check_arguments("gemm_register_blocked", op_a, op_b, M, N, K, A, lda, B, ldb, C, ldc)) return;
-    // float4 access needs every row start 16-byte aligned: aligned base pointers and leading dimensions that
-    // are multiples of 4 floats. (cudaMalloc returns 256-byte aligned memory; an offset view may not be.)
+    // float4 access needs every row start 16-byte aligned: aligned base pointers and leading dimensions that are
+    // multiples of 4 floats. (cudaMalloc returns 256-byte aligned memory; an offset view may not be.)
     const auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
     const bool vec = lda % 4 == 0 && ldb % 4 == 0 && ldc % 4 == 0 && aligned16(A) && aligned16(B) && aligned16(C);
-    // 128×128 tiles leave most of a large GPU idle when the output is small (batch 128 × 1024 is 8 tiles);
-    // 64×64 tiles give 4× as many blocks. Both sum each output's k-terms in the same order, so the result is
-    // the same bit for bit whichever is chosen.
-    const bool small = static_cast<long long>(ceil_div(M, 128)) * ceil_div(N, 128) < 128;
+    if (tile == GemmTile::automatic) tile = gemm_register_blocked_tile_for(M, N);
     gemm_dispatch_transposes(op_a, op_b, [&](auto trans_a, auto trans_b) {
         constexpr bool ta = decltype(trans_a)::value, tb = decltype(trans_b)::value;
         const auto run = [&](auto kernel, int bm, int bn) {
-            const dim3 grid(ceil_div(N, bn), ceil_div(M, bm));
+            const dim3 grid = gemm_grid(ceil_div(N, bn), ceil_div(M, bm));
             launch(kernel, grid, dim3(bm * bn / 64), 0, stream, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
                    epilogue.bias, epilogue.relu);
         };
-        if (small) {
+        if (tile == GemmTile::t64) {
             vec ? run(gemm_register_blocked_kernel<64, 64, ta, tb, true>, 64, 64)
                 : run(gemm_register_blocked_kernel<64, 64, ta, tb, false>, 64, 64);
         } else {
@@ -224,4 +226,12 @@ inline void gemm_register_blocked(Transpose op_a, Transpose op_b, int M, int N, 
                 : run(gemm_register_blocked_kernel<128, 128, ta, tb, false>, 128, 128);
         }
     });
+}
+
+// The version-4 launcher (the GemmLauncher signature): the tile size chosen from the output's size.
+inline void gemm_register_blocked(Transpose op_a, Transpose op_b, int M, int N, int K, float alpha, const float* A,
+                                  int lda, const float* B, int ldb, float beta, float* C, int ldc,
+                                  GemmEpilogue epilogue, cudaStream_t stream) {
+    gemm_register_blocked_with_tile(GemmTile::automatic, op_a, op_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                                    epilogue, stream);
 }

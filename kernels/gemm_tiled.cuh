@@ -1,14 +1,14 @@
 // kernels/gemm_tiled.cuh — GEMM version 3: version 2 plus shared-memory tiling.
 //
 // computes: C = act(alpha·op(A)·op(B) + beta·C + bias)   (contract in kernels/gemm_common.cuh)
-// idea:     a block computes a 32×32 tile of C. It walks K in steps of 32: the whole block copies a 32×32
-// tile of
-//           op(A) and one of op(B) into shared memory (each thread one element of each), waits, and every
-//           thread then reads its 32 multiply-adds from shared memory. Each global element is now read by the
-//           block once instead of 32 times. The copy is arranged so consecutive threads read consecutive
-//           addresses for every layout (a transposed operand is written transposed into shared memory
-//           instead), which also fixes version 2's uncoalesced reads of a transposed B.
-// launch:   block (32, 32) = 1024 threads; grid (ceil(N / 32), ceil(M / 32)).
+// idea:     a block computes a 32×32 tile of C. It walks K in steps of 32: the whole block copies a 32×32 tile of
+//           op(A) and one of op(B) into shared memory (each thread one element of each), waits, and every thread
+//           then reads its 32 multiply-adds from shared memory. Each global element is now read by the block once
+//           instead of 32 times. The copy is arranged so consecutive threads read consecutive addresses for every
+//           layout (a transposed operand is written transposed into shared memory instead), which also fixes
+//           version 2's uncoalesced reads of a transposed B.
+// launch:   block (32, 32) = 1024 threads; grid (ceil(N / 32), ceil(M / 32)), the M tiles spread over grid y and z
+//           (gemm_grid).
 #pragma once
 
 #include "kernels/gemm_common.cuh"
@@ -25,13 +25,12 @@ __global__ void gemm_tiled_kernel(int M, int N, int K, float alpha, const float*
     __shared__ float b_tile[T][T + 1];  // b_tile[k][n] = op(B)[k0 + k][col0 + n]
 
     const int tx = threadIdx.x, ty = threadIdx.y;
-    const int row0 = blockIdx.y * T, col0 = blockIdx.x * T;
+    const int row0 = gemm_tile_y() * T, col0 = blockIdx.x * T;
     const int row = row0 + ty, col = col0 + tx;
 
     float acc = 0.0f;
     for (int k0 = 0; k0 < K; k0 += T) {
-        // Out-of-range elements are loaded as 0, so they add nothing and the inner loop needs no bounds
-        // checks.
+        // Out-of-range elements are loaded as 0, so they add nothing and the inner loop needs no bounds checks.
         if (!kTransA) {  // A is M×K: consecutive tx read consecutive k
             const int r = row0 + ty, k = k0 + tx;
             a_tile[ty][tx] = (r < M && k < K) ? A[static_cast<size_t>(r) * lda + k] : 0.0f;
@@ -65,7 +64,7 @@ inline void gemm_tiled(Transpose op_a, Transpose op_b, int M, int N, int K, floa
                        cudaStream_t stream) {
     if (!gemm_check_arguments("gemm_tiled", op_a, op_b, M, N, K, A, lda, B, ldb, C, ldc)) return;
     const dim3 block(kTiledGemmTile, kTiledGemmTile);
-    const dim3 grid(ceil_div(N, kTiledGemmTile), ceil_div(M, kTiledGemmTile));
+    const dim3 grid = gemm_grid(ceil_div(N, kTiledGemmTile), ceil_div(M, kTiledGemmTile));
     gemm_dispatch_transposes(op_a, op_b, [&](auto trans_a, auto trans_b) {
         launch(gemm_tiled_kernel<decltype(trans_a)::value, decltype(trans_b)::value>, grid, block, 0, stream, M, N, K,
                alpha, A, lda, B, ldb, beta, C, ldc, epilogue.bias, epilogue.relu);

@@ -1,17 +1,15 @@
-// kernels/softmax_cross_entropy.cuh — the loss layer: softmax + cross-entropy fused, forward and backward at
-// once.
+// kernels/softmax_cross_entropy.cuh — the loss layer: softmax + cross-entropy fused, forward and backward at once.
 //
 // computes, for `batch` rows of `classes` logits z (row-major, leading dimension = classes) and labels y:
-//   row_losses[r] = logsumexp(z_r) − z_r[y_r]                       (the cross-entropy of softmax(z_r))
-//   dlogits[r][c] = (softmax(z_r)[c] − [c == y_r]) / batch          (d mean_loss / d z, if dlogits !=
-//   nullptr) *mean_loss    = (1/batch) Σ_r row_losses[r]                     (if mean_loss != nullptr)
+//   row_losses[r] = logsumexp(z_r) − z_r[y_r]                  (the cross-entropy of softmax(z_r); always written)
+//   dlogits[r][c] = (softmax(z_r)[c] − [c == y_r]) / batch     (d mean_loss / d z, if dlogits != nullptr)
+//   *mean_loss    = (1/batch) Σ_r row_losses[r]                (if mean_loss != nullptr)
 // versions (one each):
-//   softmax_cross_entropy_kernel  one group of lanes per row (row_group_width(classes) lanes: 16 for 10
-//   classes,
-//       so a warp does two rows). The group finds the row max and the sum of exponentials with shuffle
-//       reductions (kernels/warp_reduce.cuh) and writes the row's loss and gradient in the same pass.
-//       Subtracting the row max before exp keeps it finite for any logits (±1e4 included): every exp argument
-//       is ≤ 0 and the sum is ≥ 1. launch: 256 threads; grid ceil(batch / (256 / width)).
+//   softmax_cross_entropy_kernel  one group of lanes per row (row_group_width(classes) lanes: 16 for 10 classes,
+//       so a warp does two rows). The group finds the row max and the sum of exponentials with shuffle reductions
+//       (kernels/warp_reduce.cuh) and writes the row's loss and gradient in the same pass. Subtracting the row
+//       max before exp keeps it finite for any logits (±1e4 included): every exp argument is ≤ 0 and the sum is
+//       ≥ 1. launch: 256 threads; grid ceil(batch / (256 / width)).
 //   mean_reduce_kernel  the batch mean of row_losses with a fixed summation order (each thread sums a fixed
 //       stride, then a fixed shuffle tree), so the loss is bitwise reproducible; float atomics would make it
 //       depend on the order blocks finish. launch: 1 block of 1024 threads.
@@ -50,8 +48,7 @@ __global__ void softmax_cross_entropy_kernel(int batch, int classes, int width, 
     const int label = static_cast<int>(labels[row]);
     const bool label_ok = label >= 0 && label < classes;
     if (lane == 0) {
-        // logsumexp(z) − z[y] = log(sum) + max − z[y]; the subtraction of two large logits happens exactly
-        // here
+        // logsumexp(z) − z[y] = log(sum) + max − z[y]; the subtraction of two large logits happens exactly here
         row_losses[row] = label_ok ? logf(sum) + (row_max - z[label]) : NAN;
     }
     if (dlogits != nullptr) {
@@ -82,8 +79,8 @@ static __global__ void mean_reduce_kernel(int n, const float* values, float scal
     }
 }
 
-// Launches the fused loss kernel and, if mean_loss is given, the deterministic mean. row_losses is
-// caller-owned scratch of `batch` floats (allocated once, not per step). Label: uint8_t (MNIST) or int32_t.
+// Launches the fused loss kernel and, if mean_loss is given, the deterministic mean. row_losses is caller-owned
+// scratch of `batch` floats (allocated once, not per step), required. Label: uint8_t (MNIST) or int32_t.
 template <typename Label>
 void softmax_cross_entropy(const float* logits, const Label* labels, float* dlogits, float* row_losses,
                            float* mean_loss, int batch, int classes, cudaStream_t stream = 0) {
@@ -91,6 +88,11 @@ void softmax_cross_entropy(const float* logits, const Label* labels, float* dlog
         throw std::invalid_argument("softmax_cross_entropy: need batch >= 0 and classes >= 1");
     }
     if (batch == 0) return;
+    if (logits == nullptr || labels == nullptr || row_losses == nullptr) {
+        throw std::invalid_argument(
+            "softmax_cross_entropy: logits, labels and row_losses (caller-owned scratch of batch floats, always "
+            "written) must not be null");
+    }
     const int width = row_group_width(classes);
     const int threads = 256;
     const int rows_per_block = threads / width;

@@ -1,5 +1,4 @@
-// kernels/warp_reduce.cuh — reductions across the lanes of a warp with shuffles (no shared memory, no
-// atomics).
+// kernels/warp_reduce.cuh — reductions across the lanes of a warp with shuffles (no shared memory, no atomics).
 //
 // defines: group_sum, group_max, group_argmax, row_group_width.
 //

@@ -1,5 +1,9 @@
 // tests/test_cli.cpp — the shared command line: good values, every kind of bad value (exit code 2), --help,
 // flags a lesson adds, and the batch-versus-dataset check.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -124,6 +128,8 @@ TEST_CASE("cli: every bad value or flag is one message and exit code 2", "[cli]"
         {"--data", "--epochs", "3"},
         {"--data="},
         {"--json"},
+        {"--json", "/nonexistent-dir/out.json"},  // found while parsing, not after training
+        {"--json", "/"},                          // a directory
         {"--quiet=yes"},
         {"--unknown"},
         {"--Epochs", "3"},
@@ -140,6 +146,32 @@ TEST_CASE("cli: every bad value or flag is one message and exit code 2", "[cli]"
         CHECK_FALSE(r.message.empty());
         CHECK(r.message.find('\n') == std::string::npos);  // one line
     }
+}
+
+TEST_CASE("cli: --json FILE is checked while parsing and the check leaves no file behind", "[cli]") {
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path() / ("cli_test_" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::string path = (dir / "run.json").string();
+    TrainOptions o;
+    const CliResult ok = parse_fresh({"--json", path}, &o);
+    CHECK(ok.kind == CliResult::Kind::ok);
+    CHECK(o.json_path == path);
+    CHECK(fs::is_empty(dir));  // neither run.json nor run.json.tmp was left by the check
+
+    const CliResult missing = parse_fresh({"--json", (dir / "no" / "run.json").string()});
+    INFO(missing.message);
+    CHECK(missing.exit_code == 2);
+    CHECK(missing.message.find("--json: cannot write") == 0);
+    CHECK(missing.message.find("does not exist") != std::string::npos);
+
+    {  // a .tmp already there (from a crashed run) is not removed by the check, and does not make it fail
+        std::ofstream(path + ".tmp") << "old";
+    }
+    CHECK(check_output_file(path).empty());
+    CHECK(fs::exists(path + ".tmp"));
+    fs::remove_all(dir);
 }
 
 TEST_CASE("cli: messages name the flag and the problem", "[cli]") {

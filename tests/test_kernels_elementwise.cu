@@ -55,6 +55,30 @@ TEST_CASE("normalize_pixels matches the reference for aligned and misaligned buf
     }
 }
 
+TEST_CASE("normalize_pixels equals the host's normalize_pixel bitwise for all 256 pixel values",
+          "[kernels][normalize]") {
+    REQUIRE_DEVICE();
+    // Lessons and the CPU reference must see the same input numbers: the kernel and normalize_pixel() (the host's
+    // formula, common/normalize_pixel.h) must agree to the last bit, not just within a tolerance.
+    for (int offset : {0, 1}) {  // the vectorized and the element-wise path
+        INFO("offset=" << offset);
+        std::vector<uint8_t> pixels(256 + offset, 0);
+        for (int p = 0; p < 256; ++p) pixels[offset + p] = static_cast<uint8_t>(p);
+        DeviceBuffer<uint8_t> d_pixels(pixels);
+        DeviceBuffer<float> d_out(256 + offset);
+        normalize_pixels(d_pixels.get() + offset, d_out.get() + offset, 256);
+        const std::vector<float> got = d_out.download();
+        int differ = 0;
+        for (int p = 0; p < 256; ++p) {
+            const float host = normalize_pixel(static_cast<uint8_t>(p));
+            if (std::memcmp(&got[offset + p], &host, sizeof host) != 0) {
+                if (differ++ < 5) UNSCOPED_INFO("pixel " << p << ": kernel " << got[offset + p] << ", host " << host);
+            }
+        }
+        REQUIRE(differ == 0);
+    }
+}
+
 TEST_CASE("bias_add matches the reference for 1x1 and batch-97 layers with padded rows", "[kernels][elementwise]") {
     REQUIRE_DEVICE();
     auto rng = test_support::rng_for_test();
@@ -72,6 +96,22 @@ TEST_CASE("bias_add matches the reference for 1x1 and batch-97 layers with padde
         // The padding columns (ldy > cols) are left alone, so they compare equal to the untouched input too.
         REQUIRE(count_mismatches(d_y.download(), ref, 1e-6, 1e-6, "Y") == 0);
     }
+}
+
+// The grid's y dimension is limited to 65535 blocks of 8 rows = 524,280 rows: past that the kernel's grid-stride
+// loop over rows must cover the rest (a grid of ceil(rows / 8) blocks would fail to launch). One column keeps it
+// cheap; two row-strided columns (ldy = 2) check the untouched padding too.
+TEST_CASE("bias_add covers more rows than grid.y can hold (600001 x 1, ldy 2)", "[kernels][elementwise][large]") {
+    REQUIRE_DEVICE();
+    auto rng = test_support::rng_for_test();
+    const int rows = 600001, cols = 1, ldy = 2;
+    const std::vector<float> y = test_support::random_floats(rng, static_cast<size_t>(rows) * ldy);
+    const std::vector<float> bias = test_support::random_floats(rng, cols);
+    DeviceBuffer<float> d_y(y), d_bias(bias);
+    bias_add(d_bias.get(), d_y.get(), rows, cols, ldy);
+    std::vector<double> ref = to_double(y), bias_d = to_double(bias);
+    reference::bias_add(rows, cols, bias_d.data(), ref.data(), ldy);
+    REQUIRE(count_mismatches(d_y.download(), ref, 1e-6, 1e-6, "Y") == 0);
 }
 
 TEST_CASE("relu_forward and relu_backward match the reference exactly at any size and alignment",

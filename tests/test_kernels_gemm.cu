@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -235,22 +236,70 @@ TEST_CASE("gemm register_blocked (v4) 128x128-tile path takes float4 loads with 
                {1409, 1297, 9, 3, 0, 1.0f, 0.5f, /*bias=*/true, /*relu=*/true}, rng);
 }
 
-TEST_CASE("gemm versions give bitwise identical results when run twice", "[kernels][gemm][determinism]") {
+// v4 claims its 64×64 and 128×128 tiles give the same bits (each output's k-terms are summed in the same order):
+// force each tile on the same inputs and compare bit for bit, on the float4 path (aligned leading dimensions) and
+// the element-wise one, every transpose, with the whole epilogue. The 128×128 result is also checked against the
+// reference, so two identically wrong results (e.g. both left as poison) cannot pass.
+TEST_CASE("gemm register_blocked (v4) 64x64 and 128x128 tiles give bitwise identical results",
+          "[kernels][gemm][determinism]") {
     REQUIRE_DEVICE();
     auto rng = test_support::rng_for_test();
-    const int M = 67, N = 131, K = 45;
-    DeviceBuffer<float> a(test_support::random_floats(rng, M * K)), b(test_support::random_floats(rng, K * N));
-    for (int version = 1; version <= kGemmVersionCount; ++version) {
-        DeviceBuffer<float> c1(M * N), c2(M * N);
-        const GemmVersion v = gemm_version_from_int(version);
-        gemm(v, Transpose::no, Transpose::no, M, N, K, 1.0f, a.get(), K, b.get(), N, 0.0f, c1.get(), N);
-        gemm(v, Transpose::no, Transpose::no, M, N, K, 1.0f, a.get(), K, b.get(), N, 0.0f, c2.get(), N);
-        const auto r1 = c1.download(), r2 = c2.download();
-        INFO("version " << version);
-        REQUIRE(std::memcmp(r1.data(), r2.data(), r1.size() * sizeof(float)) == 0);
+    struct Shape {
+        int M, N, K, pad;
+    };
+    for (Shape s : {Shape{200, 136, 36, 0}, Shape{131, 67, 97, 0}, Shape{129, 130, 17, 3}}) {
+        for (Transpose ta : kTransposes) {
+            for (Transpose tb : kTransposes) {
+                const bool trans_a = ta == Transpose::yes, trans_b = tb == Transpose::yes;
+                INFO("M=" << s.M << " N=" << s.N << " K=" << s.K << " pad=" << s.pad << " op_a=" << trans_a
+                          << " op_b=" << trans_b);
+                const int lda = (trans_a ? s.M : s.K) + s.pad, ldb = (trans_b ? s.K : s.N) + s.pad, ldc = s.N + s.pad;
+                const std::vector<float> a = make_matrix(rng, trans_a ? s.K : s.M, trans_a ? s.M : s.K, lda, 0);
+                const std::vector<float> b = make_matrix(rng, trans_b ? s.N : s.K, trans_b ? s.K : s.N, ldb, 0);
+                const std::vector<float> c_old = make_matrix(rng, s.M, s.N, ldc, 0);
+                const std::vector<float> bias = test_support::random_floats(rng, s.N);
+                DeviceBuffer<float> d_a(a), d_b(b), d_bias(bias), c64(c_old), c128(c_old);
+                const GemmEpilogue epilogue{d_bias.get(), /*relu=*/true};
+                gemm_register_blocked_with_tile(GemmTile::t64, ta, tb, s.M, s.N, s.K, 0.75f, d_a.get(), lda, d_b.get(),
+                                                ldb, 0.5f, c64.get(), ldc, epilogue, 0);
+                gemm_register_blocked_with_tile(GemmTile::t128, ta, tb, s.M, s.N, s.K, 0.75f, d_a.get(), lda, d_b.get(),
+                                                ldb, 0.5f, c128.get(), ldc, epilogue, 0);
+                const std::vector<float> r64 = c64.download(), r128 = c128.download();
+                REQUIRE(std::memcmp(r64.data(), r128.data(), r64.size() * sizeof(float)) == 0);
+
+                std::vector<double> ref(c_old.begin(), c_old.end());
+                reference::gemm<float, double>(trans_a, trans_b, s.M, s.N, s.K, 0.75, a.data(), lda, b.data(), ldb, 0.5,
+                                               ref.data(), ldc);
+                std::vector<double> ref_c;
+                std::vector<float> got_c;
+                for (int r = 0; r < s.M; ++r) {
+                    for (int col = 0; col < s.N; ++col) {
+                        const size_t i = static_cast<size_t>(r) * ldc + col;
+                        ref_c.push_back(std::max(ref[i] + bias[col], 0.0));
+                        got_c.push_back(r128[i]);
+                    }
+                }
+                REQUIRE(test_support::count_mismatches(got_c, ref_c, 1e-6 * s.K + 1e-6, 1e-5, "C") == 0);
+            }
+        }
     }
 }
 
+// Grid y and z hold at most 65535 blocks each. v1 puts N's tiles of 8 rows on grid y, v2 M's: an output 600,001 long
+// in that direction needs 75,001 of them, so gemm_grid must spread them over grid z (a plain grid.y fails to launch).
+// K = 1 and the other dimension 1 keep it cheap. v3 and v4 use the same gemm_grid / gemm_tile_y, but reach the limit
+// only at M > 2,097,120 (v3) or 8,388,480 (v4): about 15 s on the CPU backend for v3, too slow for a unit test.
+TEST_CASE("gemm naive (v1) handles N = 600001, beyond grid.y's 65535 blocks", "[kernels][gemm][large]") {
+    REQUIRE_DEVICE();
+    auto rng = test_support::rng_for_test();
+    check_gemm(GemmVersion::naive, Transpose::no, Transpose::no, {1, 600001, 1}, rng);
+}
+TEST_CASE("gemm coalesced (v2) handles M = 600001, beyond grid.y's 65535 blocks", "[kernels][gemm][large]") {
+    REQUIRE_DEVICE();
+    auto rng = test_support::rng_for_test();
+    check_gemm(GemmVersion::coalesced, Transpose::no, Transpose::yes, {600001, 1, 1, 0, 0, 1.0f, 0.0f, true, true},
+               rng);
+}
 TEST_CASE("gemm rejects bad leading dimensions and negative sizes with a clear message", "[kernels][gemm]") {
     // Host-side checks only: nothing is launched, so no device is needed.
     float* p = reinterpret_cast<float*>(uintptr_t{256});

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "common/reference_ops.h"
@@ -128,6 +130,28 @@ TEST_CASE("softmax_cross_entropy loss is bitwise reproducible and skips the grad
                           batch, classes);
     const float loss_only = d_mean.download()[0];
     REQUIRE(std::memcmp(&loss_only, &a.mean_loss, sizeof(float)) == 0);
+}
+
+TEST_CASE("softmax_cross_entropy rejects a null row_losses (or logits, labels) with a clear message",
+          "[kernels][softmax]") {
+    // Host-side checks only: nothing is launched, so no device is needed.
+    const float* logits = reinterpret_cast<const float*>(uintptr_t{256});
+    const uint8_t* labels = reinterpret_cast<const uint8_t*>(uintptr_t{512});
+    float* out = reinterpret_cast<float*>(uintptr_t{768});
+    std::string message;
+    try {
+        softmax_cross_entropy(logits, labels, out, static_cast<float*>(nullptr), out, 4, 10);
+    } catch (const std::invalid_argument& e) {
+        message = e.what();
+    }
+    REQUIRE(message.find("row_losses") != std::string::npos);
+    REQUIRE_THROWS_AS(softmax_cross_entropy(logits, labels, out, static_cast<float*>(nullptr), out, 4, 10),
+                      std::invalid_argument);
+    REQUIRE_THROWS_AS(softmax_cross_entropy(static_cast<const float*>(nullptr), labels, out, out, out, 4, 10),
+                      std::invalid_argument);
+    REQUIRE_THROWS_AS(softmax_cross_entropy(logits, static_cast<const uint8_t*>(nullptr), out, out, out, 4, 10),
+                      std::invalid_argument);
+    REQUIRE_THROWS_AS(softmax_cross_entropy(logits, labels, out, out, out, -1, 10), std::invalid_argument);
 }
 
 TEST_CASE("softmax_cross_entropy marks an out-of-range label with NaN", "[kernels][softmax]") {

@@ -106,7 +106,7 @@ TEST_CASE("memory ledger: the prediction from model shapes equals what allocate_
     CHECK(hand[MemoryCategory::master_weights] == 0);
     CHECK(hand[MemoryCategory::activations] == 128 * (784 + 2 * (256 + 10)) * 4);
     CHECK(hand[MemoryCategory::input_staging] == 128 * 785);
-    CHECK(hand[MemoryCategory::workspace] == 128 * 4 + 4);
+    CHECK(hand[MemoryCategory::workspace] == 128 * 4 + 4 + 4);  // row_losses, mean_loss, correct
 
     const std::vector<ModelShape> shapes = {
         {{784, 256, 10}, 128, 4, 4, OptimizerKind::sgd, false},

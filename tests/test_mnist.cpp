@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 #include "tests/test_support.h"
@@ -183,7 +184,8 @@ TEST_CASE("mnist: every malformed image file is rejected with a message naming t
         {"truncated payload", truncated, "truncated"},
         {"trailing garbage", trailing, "longer than its header says"},
         {"absurd count", image_file(s.pixels, 0xFFFFFFFFu), "not a plausible"},
-        {"large count, little data", image_file(s.pixels, 50'000'000u), "truncated"},  // allocates no 39 GB
+        {"count just above the cap", image_file(s.pixels, 2'000'001u), "not a plausible"},
+        {"large count, little data", image_file(s.pixels, 1'999'999u), "truncated"},  // allocates no 1.5 GB
     };
     TempDir dir;
     for (const Case& c : cases) {
@@ -263,6 +265,79 @@ TEST_CASE("mnist: a damaged gzip stream is reported, not read as short data", "[
     CHECK(message.find("damaged gzip") != std::string::npos);
 }
 
+TEST_CASE("mnist: bytes after the gzip data are rejected unless they are another gzip member", "[mnist][idx][gzip]") {
+    auto rng = test_support::rng_for_test();
+    const Sample s = random_sample(rng, 12);
+    TempDir dir;
+    const std::vector<uint8_t> labels = label_file(s.labels, 12);
+    write_gz(dir.file("labels.gz"), labels);
+    const std::vector<uint8_t> compressed = read_raw(dir.file("labels.gz"));
+
+    // (gzip -c labels; printf garbage) > X.gz: gzread would stop at the end of the member and ignore the rest.
+    const auto with_tail = [&](const std::string& name, const std::string& tail) {
+        std::vector<uint8_t> bytes = compressed;
+        bytes.insert(bytes.end(), tail.begin(), tail.end());
+        write_raw(dir.file(name), bytes);
+        return error_of([&] { read_idx_labels(dir.file(name)); });
+    };
+    for (const auto& [name, tail] : std::vector<std::pair<std::string, std::string>>{
+             {"garbage.gz", "garbage"}, {"zeros.gz", std::string(8, '\0')}, {"half_magic.gz", "\x1f"}}) {
+        const std::string message = with_tail(name, tail);
+        INFO(name << ": " << message);
+        CHECK(message.find(dir.file(name)) != std::string::npos);
+        CHECK(message.find("unexpected bytes after the end of the gzip data") != std::string::npos);
+    }
+    if (std::system("command -v gzip > /dev/null 2>&1") == 0) {  // the same thing made by the gzip tool itself
+        write_raw(dir.file("labels"), labels);
+        const std::string cmd =
+            "(gzip -c '" + dir.file("labels") + "'; printf garbage) > '" + dir.file("shell.gz") + "'";
+        REQUIRE(std::system(cmd.c_str()) == 0);
+        const std::string message = error_of([&] { read_idx_labels(dir.file("shell.gz")); });
+        INFO(message);
+        CHECK(message.find("unexpected bytes after the end of the gzip data") != std::string::npos);
+    }
+
+    // Two members (what `cat a.gz b.gz` makes) are one valid stream: the payload split across them reads whole.
+    const std::vector<uint8_t> first_part(labels.begin(), labels.begin() + 5),
+        second_part(labels.begin() + 5, labels.end());
+    write_gz(dir.file("a.gz"), first_part);
+    write_gz(dir.file("b.gz"), second_part);
+    std::vector<uint8_t> two = read_raw(dir.file("a.gz"));
+    const std::vector<uint8_t> b = read_raw(dir.file("b.gz"));
+    two.insert(two.end(), b.begin(), b.end());
+    write_raw(dir.file("two.gz"), two);
+    CHECK(read_idx_labels(dir.file("two.gz")) == s.labels);
+    // ...and a second member that is damaged is reported as damaged gzip data.
+    std::vector<uint8_t> bad_second = two;
+    bad_second[bad_second.size() - 8] ^= 0xFF;  // the second member's CRC-32
+    write_raw(dir.file("bad_second.gz"), bad_second);
+    const std::string message = error_of([&] { read_idx_labels(dir.file("bad_second.gz")); });
+    INFO(message);
+    CHECK(message.find("damaged gzip") != std::string::npos);
+}
+
+TEST_CASE("mnist: Fashion-MNIST is recognized by its location, not by the word fashion in its path", "[mnist][find]") {
+    EnvGuard guard("MNIST_DIR");
+    unsetenv("MNIST_DIR");
+    auto rng = test_support::rng_for_test();
+    const Sample train = random_sample(rng, 3), test = random_sample(rng, 2);
+    TempDir parent;
+    const fs::path named = parent.path / "my-fashion-experiments";  // digits, in a directory named "fashion"
+    fs::create_directories(named);
+    TempDir dir;
+    write_dataset(dir, train, test);
+    for (const char* name : {kTrainImagesFile, kTrainLabelsFile, kTestImagesFile, kTestLabelsFile}) {
+        const std::string from = idx_file_in(dir.path.string(), name);
+        fs::copy_file(from, named / fs::path(from).filename());
+    }
+    CHECK_FALSE(find_mnist(named.string()).fashion);
+    CHECK_FALSE(load_mnist(named.string()).fashion);
+    CHECK(load_mnist(named.string()).describe().rfind("MNIST from", 0) == 0);
+    if (fs::is_directory(kDebianFashionMnistDir)) {  // dataset-fashion-mnist installed: found by --data too
+        CHECK(find_mnist(kDebianFashionMnistDir).fashion);
+    }
+}
+
 TEST_CASE("mnist: finds the data through --data and MNIST_DIR, both name and name.gz, and --limit", "[mnist][find]") {
     EnvGuard guard("MNIST_DIR");
     auto rng = test_support::rng_for_test();
@@ -293,7 +368,8 @@ TEST_CASE("mnist: finds the data through --data and MNIST_DIR, both name and nam
 
     const MnistDataset limited = load_mnist(dir.path.string(), 3);
     CHECK(limited.train.count == 3);
-    CHECK(limited.test.count == 3);
+    CHECK(limited.test.count == 4);  // --limit cuts the training set only
+    CHECK(limited.test.labels == test.labels);
     CHECK(limited.train.images.size() == 3 * 784);
     CHECK(std::equal(limited.train.labels.begin(), limited.train.labels.end(), train.labels.begin()));
 }

@@ -218,6 +218,21 @@ TEST_CASE("reference: the memory table categories match the model", "[reference]
     CHECK(host(MemoryCategory::optimizer_state) == params * sizeof(double));
     CHECK(host(MemoryCategory::activations) == 8 * (784 + 2 * (16 + 10)) * sizeof(double));
     CHECK(model.memory().total_current(MemorySpace::device) == 0);
+
+    // predicted_bytes() (what `reference` checks before allocating) is exactly what the constructor allocates.
+    for (const OptimizerKind optimizer : {OptimizerKind::sgd, OptimizerKind::adamw}) {
+        ReferenceConfig other;
+        other.layer_sizes = {784, 33, 7, 10};
+        other.batch = 5;
+        other.optimizer = optimizer;
+        const ReferenceMlp sized(other);
+        CHECK(ReferenceMlp::predicted_bytes(other) == double(sized.memory().total_peak(MemorySpace::host_pageable)));
+    }
+    // The largest model the flags allow is predicted without overflow (and would need petabytes).
+    ReferenceConfig huge;
+    huge.layer_sizes.assign(1000, 65536);
+    huge.batch = 1 << 24;
+    CHECK(ReferenceMlp::predicted_bytes(huge) > 1e15);
 }
 
 TEST_CASE("reference: learns real MNIST from a subset (MNIST_DIR)", "[reference][real]") {
