@@ -2,10 +2,12 @@
 //
 // A block runs on one OS thread. Thread 0 starts on a fiber. If it finishes without reaching a barrier or a warp
 // collective, the block takes the fast path: the other threads run one after another as plain calls. Otherwise every
-// thread gets a fiber, and the block is scheduled in passes: each pass resumes every runnable thread once, and it
-// runs until its next sync point (barrier, warp collective) or its end. Between passes the scheduler completes
-// what can complete: warp collectives whose live lanes have all arrived, then the block barrier once every thread
-// waits at it. Anything that cannot complete is a bug in the kernel, reported with its block, thread and line.
+// thread gets a fiber, and the block is scheduled in passes: in a pass every runnable thread runs until its next sync
+// point (barrier, warp collective) or its end, then hands over directly to the next runnable thread (one context
+// switch per thread per sync point); the last one hands back to the scheduler. Between passes the scheduler
+// completes what can complete: warp collectives whose live lanes have all arrived, then the block barrier once every
+// thread waits at it. Anything that cannot complete is a bug in the kernel, reported with its block, thread and line.
+// Under schedule fuzzing there is no fast path, and each pass runs the threads in a freshly shuffled order.
 #include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
