@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "common/device_info.h"
+#include "common/device_buffer.h"
 #include "common/launch.h"
 #include "common/reference_ops.h"
 #include "kernels/bias_grad.cuh"
@@ -102,29 +103,6 @@ Options parse_options(int argc, char** argv) {
 // ---------------------------------------------------------------------------------------------------------------
 // Device memory and timing
 
-template <typename T>
-class DeviceArray {
-  public:
-    explicit DeviceArray(size_t count) : count_(count) { CUDA_CHECK(cudaMalloc(&data_, std::max<size_t>(bytes(), 1))); }
-    explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) {
-        CUDA_CHECK(cudaMemcpy(data_, host.data(), bytes(), cudaMemcpyHostToDevice));
-    }
-    ~DeviceArray() { cudaFree(data_); }
-    DeviceArray(const DeviceArray&) = delete;
-    DeviceArray& operator=(const DeviceArray&) = delete;
-    T* get() const { return data_; }
-    size_t bytes() const { return count_ * sizeof(T); }
-    std::vector<T> download() const {
-        std::vector<T> host(count_);
-        CUDA_CHECK(cudaDeviceSynchronize());
-        CUDA_CHECK(cudaMemcpy(host.data(), data_, bytes(), cudaMemcpyDeviceToHost));
-        return host;
-    }
-
-  private:
-    T* data_ = nullptr;
-    size_t count_ = 0;
-};
 
 std::mt19937_64 rng(2024);
 
@@ -265,7 +243,7 @@ bool validate_gemm(const char* name, const GemmFunction& gemm_fn, bool epilogue_
             const std::vector<float> a = random_floats(static_cast<size_t>(M) * K);
             const std::vector<float> b = random_floats(static_cast<size_t>(K) * N);
             const std::vector<float> bias = random_floats(N);
-            DeviceArray<float> d_a(a), d_b(b), d_c(static_cast<size_t>(M) * N), d_bias(bias);
+            DeviceBuffer<float> d_a(a), d_b(b), d_c(static_cast<size_t>(M) * N), d_bias(bias);
             const bool fuse = epilogue_supported && !trans_a && !trans_b;  // the forward GEMM: bias + ReLU
             gemm_fn(ta, tb, M, N, K, 1.0f, d_a.get(), lda, d_b.get(), ldb, 0.0f, d_c.get(), N,
                     GemmEpilogue{fuse ? d_bias.get() : nullptr, fuse});
@@ -333,13 +311,13 @@ void bench_gemm(const Options& options, const std::vector<int>& versions) {
         const size_t set_bytes = (a_count + b_count + c_count) * sizeof(float);
         // Enough sets that cycling through them touches more than 2× the L2 cache between two uses of one set.
         const int sets = static_cast<int>(std::clamp<size_t>(l2 == 0 ? 1 : (2 * l2) / set_bytes + 1, 1, 256));
-        std::vector<std::unique_ptr<DeviceArray<float>>> a, b, c;
+        std::vector<std::unique_ptr<DeviceBuffer<float>>> a, b, c;
         for (int i = 0; i < sets; ++i) {
-            a.push_back(std::make_unique<DeviceArray<float>>(random_floats(a_count)));
-            b.push_back(std::make_unique<DeviceArray<float>>(random_floats(b_count)));
-            c.push_back(std::make_unique<DeviceArray<float>>(c_count));
+            a.push_back(std::make_unique<DeviceBuffer<float>>(random_floats(a_count)));
+            b.push_back(std::make_unique<DeviceBuffer<float>>(random_floats(b_count)));
+            c.push_back(std::make_unique<DeviceBuffer<float>>(c_count));
         }
-        DeviceArray<float> bias(random_floats(s.N));
+        DeviceBuffer<float> bias(random_floats(s.N));
         const GemmEpilogue epilogue{s.bias_relu ? bias.get() : nullptr, s.bias_relu};
         const double flop = 2.0 * s.M * s.N * s.K;
 
@@ -393,8 +371,8 @@ bool validate_memory_bound() {
     // normalize
     {
         const std::vector<uint8_t> pixels = random_bytes(n);
-        DeviceArray<uint8_t> d_pixels(pixels);
-        DeviceArray<float> d_out(n);
+        DeviceBuffer<uint8_t> d_pixels(pixels);
+        DeviceBuffer<float> d_out(n);
         normalize_pixels(d_pixels.get(), d_out.get(), n);
         std::vector<double> ref(n);
         reference::normalize_pixels(n, pixels.data(), ref.data(), reference::kMnistMean, reference::kMnistStd);
@@ -403,7 +381,7 @@ bool validate_memory_bound() {
     // relu forward / backward
     {
         const std::vector<float> x = random_floats(n), dy = random_floats(n);
-        DeviceArray<float> d_x(x), d_dy(dy), d_y(n), d_dx(n);
+        DeviceBuffer<float> d_x(x), d_dy(dy), d_y(n), d_dx(n);
         relu_forward(d_x.get(), d_y.get(), n);
         relu_backward(d_dy.get(), d_y.get(), d_dx.get(), n);
         std::vector<double> y(n), dx(n);
@@ -417,7 +395,7 @@ bool validate_memory_bound() {
     {
         const int rows = 97, cols = 103;
         const std::vector<float> y = random_floats(rows * cols), bias = random_floats(cols);
-        DeviceArray<float> d_y(y), d_bias(bias), d_db(cols);
+        DeviceBuffer<float> d_y(y), d_bias(bias), d_db(cols);
         bias_add(d_bias.get(), d_y.get(), rows, cols, cols);
         bias_grad(d_y.get(), d_db.get(), rows, cols, cols);
         std::vector<double> yd(y.begin(), y.end()), bd(bias.begin(), bias.end()), db(cols);
@@ -431,9 +409,9 @@ bool validate_memory_bound() {
         const int batch = 1001, classes = 10;
         const std::vector<float> logits = random_floats(static_cast<size_t>(batch) * classes, -5.0f, 5.0f);
         const std::vector<uint8_t> labels = random_bytes(batch, classes - 1);
-        DeviceArray<float> d_logits(logits), d_dlogits(logits.size()), d_rows(batch), d_loss(1);
-        DeviceArray<uint8_t> d_labels(labels);
-        DeviceArray<int> d_correct(1);
+        DeviceBuffer<float> d_logits(logits), d_dlogits(logits.size()), d_rows(batch), d_loss(1);
+        DeviceBuffer<uint8_t> d_labels(labels);
+        DeviceBuffer<int> d_correct(1);
         CUDA_CHECK(cudaMemset(d_correct.get(), 0, sizeof(int)));
         softmax_cross_entropy(d_logits.get(), d_labels.get(), d_dlogits.get(), d_rows.get(), d_loss.get(), batch,
                               classes);
@@ -453,7 +431,7 @@ bool validate_memory_bound() {
     {
         const std::vector<float> p = random_floats(n), g = random_floats(n), m = random_floats(n, -0.1f, 0.1f);
         const std::vector<float> v = random_floats(n, 0.0f, 0.01f);
-        DeviceArray<float> d_p(p), d_g(g), d_m(m), d_v(v), d_p2(p), d_vel(m);
+        DeviceBuffer<float> d_p(p), d_g(g), d_m(m), d_v(v), d_p2(p), d_vel(m);
         const SgdParams sgd{0.05f, 0.9f, 1e-4f};
         const AdamWParams adamw{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f};
         sgd_momentum_step(d_p2.get(), d_g.get(), d_vel.get(), n, sgd);
@@ -476,11 +454,11 @@ void bench_memory_bound(const Options& options) {
     const int cols = 1024, rows = static_cast<int>(n / cols);
     const int classes = 10, batch = static_cast<int>(n / classes);
 
-    DeviceArray<float> x(random_floats(n)), y(n), z(random_floats(n)), w(random_floats(n, 0.0f, 1.0f)), u(n);
-    DeviceArray<uint8_t> pixels(random_bytes(n));
-    DeviceArray<uint8_t> labels(random_bytes(batch, classes - 1));
-    DeviceArray<float> bias(random_floats(cols)), row_losses(batch), loss(1);
-    DeviceArray<int> correct(1);
+    DeviceBuffer<float> x(random_floats(n)), y(n), z(random_floats(n)), w(random_floats(n, 0.0f, 1.0f)), u(n);
+    DeviceBuffer<uint8_t> pixels(random_bytes(n));
+    DeviceBuffer<uint8_t> labels(random_bytes(batch, classes - 1));
+    DeviceBuffer<float> bias(random_floats(cols)), row_losses(batch), loss(1);
+    DeviceBuffer<int> correct(1);
     CUDA_CHECK(cudaMemset(u.get(), 0, u.bytes()));
     CUDA_CHECK(cudaMemset(correct.get(), 0, sizeof(int)));
 

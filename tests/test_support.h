@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/device_buffer.h"
 #include "common/launch.h"
 
 namespace test_support {
@@ -41,39 +42,8 @@ bool close_enough(double got, double ref, double abs_tol, double rel_tol);
 size_t count_mismatches(const std::vector<float>& got, const std::vector<double>& ref, double abs_tol, double rel_tol,
                         const char* what = "");
 
-// A device buffer that frees itself, poisoned with NaN bytes (0xFF) when created so an element a kernel forgot
-// to write fails the comparison instead of passing as a leftover zero.
-template <typename T>
-class DeviceBuffer {
-  public:
-    explicit DeviceBuffer(size_t count) : count_(count) {
-        CUDA_CHECK(cudaMalloc(&data_, bytes() == 0 ? 1 : bytes()));
-        poison();
-    }
-    explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) { upload(host); }
-    ~DeviceBuffer() { cudaFree(data_); }
-    DeviceBuffer(const DeviceBuffer&) = delete;
-    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-    T* get() const { return data_; }
-    size_t size() const { return count_; }
-    size_t bytes() const { return count_ * sizeof(T); }
-    void poison() { CUDA_CHECK(cudaMemset(data_, 0xFF, bytes())); }
-    void upload(const std::vector<T>& host) {
-        REQUIRE(host.size() == count_);
-        CUDA_CHECK(cudaMemcpy(data_, host.data(), bytes(), cudaMemcpyHostToDevice));
-    }
-    std::vector<T> download() const {
-        std::vector<T> host(count_);
-        CUDA_CHECK(cudaDeviceSynchronize());
-        CUDA_CHECK(cudaMemcpy(host.data(), data_, bytes(), cudaMemcpyDeviceToHost));
-        return host;
-    }
-
-  private:
-    T* data_ = nullptr;
-    size_t count_ = 0;
-};
+// Device buffers, poisoned with NaN bytes when created (common/device_buffer.h).
+using ::DeviceBuffer;
 
 // Runs `body` in a forked child process (stdout and stderr captured) and reports how it ended: for must-fail
 // tests of things that abort the process. CPU backend only (a CUDA context does not survive fork).
