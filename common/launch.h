@@ -43,6 +43,9 @@ inline constexpr const char* BACKEND_NAME = "cpu";
 inline constexpr const char* BACKEND_NAME = "cuda";
 #endif
 
+// The launch functions exist where kernels can be launched: in the cpu flavor, and in files nvcc compiles (a .cpp
+// file of the cuda flavor is compiled by the host compiler, which has no <<< >>>).
+#if defined(CUDA_TEACH_CPU) || defined(__CUDACC__)
 // try_launch(kernel, grid, block, shared_bytes, stream, args...) launches and returns the launch error — for code
 // that handles a bad configuration itself. It is a function template rather than a macro so that the arguments are
 // converted to the kernel's parameter types exactly as a call would convert them, and so the CPU backend can run
@@ -68,6 +71,7 @@ void launch(void (*kernel)(KernelParams...), LaunchGrid grid, dim3 block, size_t
     cuda_check(try_launch(kernel, grid, block, shared_bytes, stream, std::forward<Args>(args)...),
                "kernel launch (bad configuration?)", grid.file, grid.line);
 }
+#endif
 
 // Dynamic shared memory, one spelling for both flavors:  float* tile = dynamic_shared<float>();
 // (`extern __shared__ float tile[];` cannot be expressed on the CPU, so kernels use this instead.)
