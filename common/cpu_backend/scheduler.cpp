@@ -140,6 +140,8 @@ struct BlockRun {
     std::vector<CudaThread> threads;
     CudaThread* current = nullptr;  // the fiber running now; null on the fast path
     unsigned plain_thread = 0;      // the thread running now on the fast path
+    // How many threads are in each blocked state, counted as they arrive (no sweep over the block after a pass).
+    unsigned finished = 0, at_barrier = 0, at_warp_collective = 0;
     // A pass: threads hand over directly to the next runnable thread in pass order (one switch per thread per
     // sync point instead of two through the scheduler); the last one hands back to the scheduler.
     const unsigned* pass_order = nullptr;  // null: 0, 1, 2, ... (fuzzing shuffles it)
@@ -314,6 +316,7 @@ void start_fiber(Worker& w, CudaThread& thread) {
         *run->park_slot = std::move(sink);
         run->kernel->run(run->kernel->bound_kernel);
         self->state = ThreadState::finished;
+        ++run->finished;
         // Hand over to the next thread of the pass (or the scheduler); this fiber and its stack are released.
         CudaThread* next = next_in_pass(*run);
         run->current = next;
@@ -419,6 +422,7 @@ bool complete_warp_collectives(BlockRun& run) {
             for (unsigned l = 0; l < lanes_here; ++l) {
                 if (group >> l & 1u) run.threads[base + l].state = ThreadState::runnable;
             }
+            run.at_warp_collective -= static_cast<unsigned>(std::popcount(group));
             released = true;
         }
     }
@@ -426,13 +430,13 @@ bool complete_warp_collectives(BlockRun& run) {
 }
 
 // Every thread is blocked or finished and no collective can complete: release the barrier, or report the bug.
-void complete_barrier_or_fault(BlockRun& run, unsigned finished, unsigned at_barrier) {
-    if (finished + at_barrier < run.thread_count) report_stuck_warp_collective(run);
+void complete_barrier_or_fault(BlockRun& run) {
+    if (run.finished + run.at_barrier < run.thread_count) report_stuck_warp_collective(run);
     const CudaThread* waiting = nullptr;
     for (unsigned i = 0; i < run.thread_count && !waiting; ++i) {
         if (run.threads[i].state == ThreadState::at_barrier) waiting = &run.threads[i];
     }
-    if (finished > 0) {
+    if (run.finished > 0) {
         const CudaThread* exited = nullptr;
         for (unsigned i = 0; i < run.thread_count && !exited; ++i) {
             if (run.threads[i].state == ThreadState::finished) exited = &run.threads[i];
@@ -444,16 +448,14 @@ void complete_barrier_or_fault(BlockRun& run, unsigned finished, unsigned at_bar
     const std::source_location& site = waiting->site;
     for (unsigned i = 0; i < run.thread_count; ++i) {
         CudaThread& t = run.threads[i];
-        const bool same_site =
-            t.site.line() == site.line() && t.site.column() == site.column() &&
-            (t.site.file_name() == site.file_name() || std::strcmp(t.site.file_name(), site.file_name()) == 0);
-        if (!same_site) {
+        if (!same_site(t.site, site)) {
             block_fault(run, "threads of one block wait at different __syncthreads: thread " + coords(waiting->index) +
                                  " at " + where(site) + ", thread " + coords(t.index) + " at " + where(t.site) +
                                  " (a barrier inside divergent code)");
         }
         t.state = ThreadState::runnable;
     }
+    run.at_barrier = 0;
 }
 
 void run_block(Worker& w, const KernelInvocation& kernel, uint3 block, uint64_t launch_number) {
@@ -462,6 +464,7 @@ void run_block(Worker& w, const KernelInvocation& kernel, uint3 block, uint64_t 
     run.block = block;
     run.thread_count = blockDim.x * blockDim.y * blockDim.z;
     run.current = nullptr;
+    run.finished = run.at_barrier = run.at_warp_collective = 0;
     blockIdx = block;
     if (run.threads.size() < run.thread_count) run.threads.resize(run.thread_count);
 
@@ -520,16 +523,9 @@ void run_block(Worker& w, const KernelInvocation& kernel, uint3 block, uint64_t 
     for (;;) {
         if (fuzz) std::shuffle(order.begin(), order.end(), shuffle_rng);
         run_pass(run, run.thread_count);
-        unsigned finished = 0, at_barrier = 0, at_warp = 0;
-        for (unsigned i = 0; i < run.thread_count; ++i) {
-            const ThreadState state = run.threads[i].state;
-            finished += state == ThreadState::finished;
-            at_barrier += state == ThreadState::at_barrier;
-            at_warp += state == ThreadState::at_warp_collective;
-        }
-        if (finished == run.thread_count) return;
-        if (at_warp > 0 && complete_warp_collectives(run)) continue;
-        complete_barrier_or_fault(run, finished, at_barrier);
+        if (run.finished == run.thread_count) return;
+        if (run.at_warp_collective > 0 && complete_warp_collectives(run)) continue;
+        complete_barrier_or_fault(run);
     }
 }
 
@@ -690,6 +686,7 @@ void syncthreads(std::source_location site) {
     BlockRun& run = current_block("__syncthreads", site);
     CudaThread& self = *run.current;
     self.state = ThreadState::at_barrier;
+    ++run.at_barrier;
     self.site = site;
     yield_to_next(run, self);
 }
@@ -704,6 +701,7 @@ void warp_collective(unsigned mask, WarpCombine combine, const void* in, void* o
         block_fault(run, std::string(text) + ", at " + where(site));
     }
     self.state = ThreadState::at_warp_collective;
+    ++run.at_warp_collective;
     self.site = site;
     self.mask = mask;
     self.combine = combine;
