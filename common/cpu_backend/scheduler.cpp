@@ -666,19 +666,22 @@ unsigned char* dynamic_shared_memory() {
 
 // --- sync points, called from kernel code ----------------------------------------------------------------------
 namespace {
-BlockRun& current_block(const char* what, const std::source_location& site) {
-    if (!this_worker || !this_worker->run.kernel) {
-        fatal("%s called outside a kernel, at %s", what, where(site).c_str());
-    }
+// Why a sync point cannot be reached here. Out of line and cold: the check on the hot path stays a few instructions
+// with a small stack frame (each fiber's frames live on its own stack, so every byte touched is a cache line).
+[[noreturn, gnu::cold, gnu::noinline]] void sync_point_misuse(const char* what, const std::source_location& site) {
+    if (!this_worker || !this_worker->run.kernel) fatal("%s called outside a kernel, at %s", what, where(site).c_str());
     BlockRun& run = this_worker->run;
-    if (!run.current) {
-        block_fault(run, "thread " + coords(thread_index(run.plain_thread)) + " reached " + what + " at " +
-                             where(site) + ", but thread (0,0,0), which ran first, finished without reaching any barrier or warp collective, so the "
-                             "block took the barrier-free fast path (divergent barrier). On a GPU this is a bug for "
-                             "__syncthreads; the CPU backend also needs the first thread of a block to reach a warp "
-                             "collective if any thread does (see README, \"Not supported\").");
-    }
-    return run;
+    block_fault(run, "thread " + coords(thread_index(run.plain_thread)) + " reached " + what + " at " + where(site) +
+                         ", but thread (0,0,0), which ran first, finished without reaching any barrier or warp "
+                         "collective, so the block took the barrier-free fast path (divergent barrier). On a GPU this "
+                         "is a bug for __syncthreads; the CPU backend also needs the first thread of a block to reach "
+                         "a warp collective if any thread does (see README, \"Not supported\").");
+}
+
+inline BlockRun& current_block(const char* what, const std::source_location& site) {
+    Worker* w = this_worker;
+    if (!w || !w->run.kernel || !w->run.current) [[unlikely]] sync_point_misuse(what, site);
+    return w->run;
 }
 }  // namespace
 
