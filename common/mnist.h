@@ -54,7 +54,7 @@ struct MnistDataset {
     std::string found_by;   // "--data", "$MNIST_DIR", "./data/mnist", "repository data/mnist", "Debian package"
     bool fashion = false;   // Fashion-MNIST (found in Debian's package directory) rather than handwritten digits
 
-    // One line for the program's output, e.g. "MNIST from /work/data/mnist (--data): 60000 train, 10000 test".
+    // One line for the program's output, e.g. "MNIST from data/mnist (--data): 60000 train, 10000 test".
     std::string describe() const;
 };
 
