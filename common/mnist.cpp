@@ -272,19 +272,33 @@ std::string idx_file_in(const std::string& dir, const std::string& name) {
     return "";
 }
 
+// Reads an IDX header of `size` bytes (magic, item count, then dimensions) and checks the magic and the item count.
+// Returns the item count; the dimensions stay in `header` for the caller.
+uint32_t read_idx_header(IdxStream& in, const std::string& path, unsigned char* header, size_t size, uint32_t magic,
+                         const char* kind) {
+    const size_t got = in.read(header, size);
+    if (got < 4) {
+        fail(path,
+             "truncated: " + std::to_string(got) + " bytes, an IDX " + kind + " header needs " + std::to_string(size));
+    }
+    check_magic(path, big_endian(header), magic, kind);
+    if (got < size) fail(path, "truncated header: " + std::to_string(got) + " bytes, expected " + std::to_string(size));
+    const uint32_t n = big_endian(header + 4);
+    if (n == 0) fail(path, std::string("the header announces 0 ") + kind + "s");
+    if (n > kMaxItems) {
+        fail(path, "the header announces " + std::to_string(n) + " " + kind + "s: not a plausible IDX file");
+    }
+    return n;
+}
+
 std::vector<uint8_t> read_idx_images(const std::string& path, size_t* count) {
     IdxStream in(path);
     unsigned char header[16];
-    const size_t got = in.read(header, sizeof header);
-    if (got < 4) fail(path, "truncated: " + std::to_string(got) + " bytes, an IDX image header needs 16");
-    check_magic(path, big_endian(header), kImagesMagic, "image");
-    if (got < sizeof header) fail(path, "truncated header: " + std::to_string(got) + " bytes, expected 16");
-    const uint32_t n = big_endian(header + 4), rows = big_endian(header + 8), cols = big_endian(header + 12);
+    const uint32_t n = read_idx_header(in, path, header, sizeof header, kImagesMagic, "image");
+    const uint32_t rows = big_endian(header + 8), cols = big_endian(header + 12);
     if (rows != kMnistRows || cols != kMnistCols) {
         fail(path, "images are " + std::to_string(rows) + "x" + std::to_string(cols) + ", expected 28x28");
     }
-    if (n == 0) fail(path, "the header announces 0 images");
-    if (n > kMaxItems) fail(path, "the header announces " + std::to_string(n) + " images: not a plausible IDX file");
     std::vector<uint8_t> images =
         read_payload(in, path, size_t{n} * kMnistPixels, (std::to_string(n) + " images of 28x28").c_str());
     *count = n;
@@ -294,13 +308,7 @@ std::vector<uint8_t> read_idx_images(const std::string& path, size_t* count) {
 std::vector<uint8_t> read_idx_labels(const std::string& path) {
     IdxStream in(path);
     unsigned char header[8];
-    const size_t got = in.read(header, sizeof header);
-    if (got < 4) fail(path, "truncated: " + std::to_string(got) + " bytes, an IDX label header needs 8");
-    check_magic(path, big_endian(header), kLabelsMagic, "label");
-    if (got < sizeof header) fail(path, "truncated header: " + std::to_string(got) + " bytes, expected 8");
-    const uint32_t n = big_endian(header + 4);
-    if (n == 0) fail(path, "the header announces 0 labels");
-    if (n > kMaxItems) fail(path, "the header announces " + std::to_string(n) + " labels: not a plausible IDX file");
+    const uint32_t n = read_idx_header(in, path, header, sizeof header, kLabelsMagic, "label");
     std::vector<uint8_t> labels = read_payload(in, path, n, (std::to_string(n) + " labels").c_str());
     for (size_t i = 0; i < labels.size(); ++i) {
         if (labels[i] >= kMnistClasses) {

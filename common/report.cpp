@@ -262,36 +262,33 @@ void JsonWriter::before_value() {
     }
 }
 
+JsonWriter& JsonWriter::open(char bracket) {
+    before_value();
+    out_ += bracket;
+    has_items_.push_back(false);
+    return *this;
+}
+
+JsonWriter& JsonWriter::close(char bracket) {
+    const bool had_items = has_items_.back();
+    has_items_.pop_back();
+    if (had_items) newline();
+    out_ += bracket;
+    if (has_items_.empty()) out_ += '\n';
+    return *this;
+}
+
 JsonWriter& JsonWriter::begin_object() {
-    before_value();
-    out_ += '{';
-    has_items_.push_back(false);
-    return *this;
+    return open('{');
 }
-
 JsonWriter& JsonWriter::end_object() {
-    const bool had_items = has_items_.back();
-    has_items_.pop_back();
-    if (had_items) newline();
-    out_ += '}';
-    if (has_items_.empty()) out_ += '\n';
-    return *this;
+    return close('}');
 }
-
 JsonWriter& JsonWriter::begin_array() {
-    before_value();
-    out_ += '[';
-    has_items_.push_back(false);
-    return *this;
+    return open('[');
 }
-
 JsonWriter& JsonWriter::end_array() {
-    const bool had_items = has_items_.back();
-    has_items_.pop_back();
-    if (had_items) newline();
-    out_ += ']';
-    if (has_items_.empty()) out_ += '\n';
-    return *this;
+    return close(']');
 }
 
 JsonWriter& JsonWriter::key(std::string_view name) {

@@ -106,7 +106,9 @@ class JsonWriter {
     void before_value();
     void newline();
     std::string out_;
-    std::vector<bool> has_items_;  // per open container
+    JsonWriter& open(char bracket);   // { or [
+    JsonWriter& close(char bracket);  // } or ]
+    std::vector<bool> has_items_;     // per open container
     bool after_key_ = false;
 };
 

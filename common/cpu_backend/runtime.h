@@ -163,8 +163,7 @@ inline cudaError_t cudaEventCreate(cudaEvent_t* event, unsigned int flags) {
 }
 template <typename... KernelParams>
 cudaError_t cudaFuncSetAttribute(void (*kernel)(KernelParams...), cudaFuncAttribute attr, int value) {
-    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;  // others are GPU hints
-    return cpu_backend::set_max_dynamic_shared(reinterpret_cast<const void*>(kernel), value);
+    return cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), attr, value);  // host_api.cpp
 }
 
 // ---------------------------------------------------------------------------------------------------------------
