@@ -13,8 +13,22 @@
 set -euo pipefail
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+default_mirrors="https://ossci-datasets.s3.amazonaws.com/mnist/ https://storage.googleapis.com/cvdf-datasets/mnist/"
+case "${1:-}" in
+  -h | --help)
+    cat << EOF
+usage: $0 [DIR]
+Downloads the four MNIST files (gzip, as published) into DIR (default: $script_dir/mnist) and checks each
+one's MD5; files already there with the right checksum are kept. Exits 1 if a file could not be downloaded.
+Environment:
+  MNIST_MIRRORS  space-separated base URLs, each ending in /, tried in order (file:///DIR/ for a local copy);
+                 default: $default_mirrors
+EOF
+    exit 0 ;;
+  -*) echo "download_mnist.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+esac
 target="${1:-$script_dir/mnist}"
-mirrors="${MNIST_MIRRORS:-https://ossci-datasets.s3.amazonaws.com/mnist/ https://storage.googleapis.com/cvdf-datasets/mnist/}"
+mirrors="${MNIST_MIRRORS:-$default_mirrors}"
 
 # name and MD5 of the published .gz files
 files=(

@@ -4,6 +4,21 @@
 #   tools/gpu_check.sh [LOG_DIR]       (default: build/gpu-check-logs)
 # Ends non-zero if the build or any test fails, or if any test was skipped.
 set -uo pipefail
+case "${1:-}" in
+    -h | --help)
+        cat << EOF
+usage: $0 [LOG_DIR]
+On a machine with an NVIDIA GPU: builds the cuda flavor for that GPU in build/cuda-native, runs the whole test
+suite there (a skipped test counts as a failure), then the benchmarks, and writes each step's log to LOG_DIR
+(default: \$OUT if set, else build/gpu-check-logs; a relative LOG_DIR is taken from the repository root).
+Exits 1 if the build or any test fails, or if any test was skipped.
+Environment:
+  OUT   the log directory when LOG_DIR is not given
+  PATH  searched for nvidia-smi, nvcc, cmake and ctest (/usr/local/cuda/bin is appended to it)
+EOF
+        exit 0 ;;
+    -*) echo "gpu_check.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 logs=${1:-${OUT:-build/gpu-check-logs}}
 mkdir -p "$logs"
@@ -16,7 +31,8 @@ status=0
     nvcc --version | tail -1
 } 2>&1 | tee "$logs/device.txt"
 
-cmake -S . -B build/cuda-native -DFLAVOR=cuda -DCMAKE_CUDA_ARCHITECTURES=native >"$logs/build.txt" 2>&1 &&
+# No -DCMAKE_CUDA_ARCHITECTURES=native (CMake >= 3.24): CMakeLists.txt picks the visible GPU's own architecture.
+cmake -S . -B build/cuda-native -DFLAVOR=cuda >"$logs/build.txt" 2>&1 &&
     cmake --build build/cuda-native -j "$(nproc)" >>"$logs/build.txt" 2>&1 || { tail -50 "$logs/build.txt"; exit 1; }
 
 ctest --test-dir build/cuda-native --output-on-failure -j 4 2>&1 | tee "$logs/tests.txt" | tail -15
