@@ -4,14 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+
+#include <nlohmann/json.hpp>
 
 #include "common/report.h"
 
@@ -97,6 +97,7 @@ std::string format_config(const TrainOptions& o) {
         layers += std::to_string(size);
     }
     std::string optimizer = std::string(optimizer_name(o.optimizer)) + " (lr " + printf_string("%g", o.lr);
+    if (o.lr_schedule == LrSchedule::cosine) optimizer += " with cosine decay to 0";
     if (o.optimizer == OptimizerKind::sgd) {
         optimizer += ", momentum " + printf_string("%g", o.momentum);
     } else {
@@ -108,6 +109,7 @@ std::string format_config(const TrainOptions& o) {
                        std::to_string(o.epochs) + (o.epochs == 1 ? " epoch" : " epochs") + ", seed " +
                        std::to_string(o.seed);
     if (o.limit > 0) text += ", first " + std::to_string(o.limit) + " training images only";
+    if (o.test_limit > 0) text += ", first " + std::to_string(o.test_limit) + " test images only";
     return text;
 }
 
@@ -124,10 +126,21 @@ std::string timing_table(const EpochTiming& timing, const std::string& title) {
     }
     table.add_rule();
     table.add_row({"phases", printf_string("%.2f", sum), "100.0", "", "", "", ""});
-    char wall[160];
-    std::snprintf(wall, sizeof wall, "wall %.2f ms (host clock around the synchronized epoch; %.2f ms in no phase)",
-                  timing.wall_ms, std::max(0.0, timing.wall_ms - sum));
-    return title + " — " + timing.clock + "\n" + table.render() + "  " + wall + "\n";
+    // What the wall time covers and what the table cannot show: learners compare the two sums.
+    std::string notes =
+        "  wall " + printf_string("%.2f", timing.wall_ms) +
+        " ms: the host clock around training only (data loading and test-set evaluation are not in it)\n";
+    if (sum <= timing.wall_ms) {
+        notes += "  " + printf_string("%.2f", timing.wall_ms - sum) +
+                 " ms in no phase (between phases: launch gaps, waits, bookkeeping)\n";
+    } else {
+        notes += "  phases may overlap (e.g. a copy on another stream), so their sum can exceed wall\n";
+    }
+    notes += "  host = the CPU's own work in the loop (gathering a batch, normalizing on the host)";
+    // The clock's description says whether there were CUDA events at all (the reference trainer has none).
+    if (timing.clock.find("CUDA events") != std::string::npos) notes += "; GPU phases are timed with CUDA events";
+    notes += "\n";
+    return title + " — " + timing.clock + "\n" + table.render() + notes;
 }
 
 std::string memory_table(const MemorySnapshot& m) {
@@ -149,11 +162,17 @@ std::string memory_table(const MemorySnapshot& m) {
         table.add_rule();
         table.add_row(
             {"total", format_bytes(total.current), total.current > 0 ? "100.0" : "", format_bytes(total.peak)});
-        out += std::string(memory_space_name(MemorySpace(s))) +
-               " memory allocated through the ledger (total peak = peak of the sum, not the sum of the peaks)\n" +
+        if (!out.empty()) out += "\n";
+        out += std::string(memory_space_name(MemorySpace(s))) + " memory allocated by this program, by category\n" +
                table.render();
     }
-    if (out.empty()) out = "no memory allocated through the ledger\n";
+    if (out.empty()) {
+        out = "no memory allocated through common/memory_ledger.h\n";
+    } else {
+        out +=
+            "  every allocation goes through common/memory_ledger.h; total peak = peak of the sum, not the sum of "
+            "the peaks\n";
+    }
     if (m.device_queried) {
         out += "  device (cudaMemGetInfo): " + format_bytes(m.device_free_before) + " free of " +
                format_bytes(m.device_total_before) + " before the first allocation, " +
@@ -178,6 +197,12 @@ std::string epoch_line(const EpochMetrics& e) {
                   e.epoch, e.epochs, e.train_loss, 100.0 * e.train_accuracy, 100.0 * e.test_accuracy,
                   e.samples_per_second, e.seconds);
     return text;
+}
+
+void print_line(const std::string& line) {
+    std::fputs(line.c_str(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
 }
 
 ProgressBar::ProgressBar(std::string label, uint64_t total, bool enabled)
@@ -206,144 +231,90 @@ void ProgressBar::finish() {
     active_ = false;
 }
 
-std::string json_escape(std::string_view text) {
-    std::string out;
-    out.reserve(text.size());
-    for (const char c : text) {
-        switch (c) {
-            case '"':
-                out += "\\\"";
-                break;
-            case '\\':
-                out += "\\\\";
-                break;
-            case '\b':
-                out += "\\b";
-                break;
-            case '\f':
-                out += "\\f";
-                break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\r':
-                out += "\\r";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
-            default:
-                if (static_cast<unsigned char>(c) < 0x20) {  // other control characters must be \u escapes
-                    char escaped[8];
-                    std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c));
-                    out += escaped;
-                } else {
-                    out += c;  // UTF-8 passes through unchanged
-                }
+using Json = nlohmann::ordered_json;  // keys in the order written, so the file reads like the printout
+
+namespace {
+
+// JSON keys are snake_case; the printed tables keep the spaced names ("optimizer state", "host pinned").
+std::string json_key(std::string name) {
+    std::replace(name.begin(), name.end(), ' ', '_');
+    return name;
+}
+
+Json scalar_json(const RunReport::Scalar& value) {
+    return std::visit([](const auto& v) { return Json(v); }, value);
+}
+
+Json timing_json(const EpochTiming& t) {
+    Json phases = Json::object();
+    for (int p = 0; p < kPhaseCount; ++p) {
+        const PhaseTotals& totals = t.phases[p];
+        if (totals.calls == 0) continue;
+        phases[json_key(phase_name(Phase(p)))] = {{"ms", totals.ms},
+                                                  {"calls", totals.calls},
+                                                  {"avg_us", 1000.0 * totals.ms / double(totals.calls)},
+                                                  {"bytes", totals.bytes},
+                                                  {"gb_per_s", EpochTiming::gb_per_s(totals.bytes, totals.ms)}};
+    }
+    return {{"clock", t.clock}, {"wall_ms", t.wall_ms}, {"phases_ms", t.phases_ms()}, {"phases", phases}};
+}
+
+Json usage_json(const CategoryUsage& usage) {
+    return {{"current_bytes", uint64_t(usage.current)}, {"peak_bytes", uint64_t(usage.peak)}};
+}
+
+Json memory_json(const MemorySnapshot& m) {
+    Json memory = Json::object();
+    for (int s = 0; s < kMemorySpaceCount; ++s) {
+        Json space = Json::object();
+        for (int c = 0; c < kMemoryCategoryCount; ++c) {
+            space[json_key(memory_category_name(MemoryCategory(c)))] = usage_json(m.by_space[s][c]);
         }
+        space["total"] = usage_json(m.total[s]);
+        memory[json_key(memory_space_name(MemorySpace(s)))] = space;
     }
-    return out;
-}
-
-void JsonWriter::newline() {
-    out_ += '\n';
-    out_.append(2 * has_items_.size(), ' ');
-}
-
-void JsonWriter::before_value() {
-    if (after_key_) {
-        after_key_ = false;
-        return;
+    if (m.device_queried) {
+        memory["device_info"] = {{"free_before_bytes", uint64_t(m.device_free_before)},
+                                 {"total_bytes", uint64_t(m.device_total_before)},
+                                 {"free_now_bytes", uint64_t(m.device_free_now)}};
     }
-    if (!has_items_.empty()) {
-        if (has_items_.back()) out_ += ',';
-        has_items_.back() = true;
-        newline();
-    }
+    return memory;
 }
 
-JsonWriter& JsonWriter::open(char bracket) {
-    before_value();
-    out_ += bracket;
-    has_items_.push_back(false);
-    return *this;
+Json transfers_json(const MemorySnapshot& m) {
+    return {{"h2d_pageable_bytes", m.h2d_pageable_bytes},
+            {"h2d_pinned_bytes", m.h2d_pinned_bytes},
+            {"d2h_pageable_bytes", m.d2h_pageable_bytes},
+            {"d2h_pinned_bytes", m.d2h_pinned_bytes},
+            {"h2d_copies", m.h2d_copies},
+            {"d2h_copies", m.d2h_copies}};
 }
 
-JsonWriter& JsonWriter::close(char bracket) {
-    const bool had_items = has_items_.back();
-    has_items_.pop_back();
-    if (had_items) newline();
-    out_ += bracket;
-    if (has_items_.empty()) out_ += '\n';
-    return *this;
-}
+}  // namespace
 
-JsonWriter& JsonWriter::begin_object() {
-    return open('{');
-}
-JsonWriter& JsonWriter::end_object() {
-    return close('}');
-}
-JsonWriter& JsonWriter::begin_array() {
-    return open('[');
-}
-JsonWriter& JsonWriter::end_array() {
-    return close(']');
-}
+RunReport::RunReport(std::string program)
+    : program_(std::move(program)),
+      config_(std::make_unique<Json>(Json::object())),
+      results_(std::make_unique<Json>(Json::object())) {}
 
-JsonWriter& JsonWriter::key(std::string_view name) {
-    before_value();
-    out_ += '"' + json_escape(name) + "\": ";
-    after_key_ = true;
-    return *this;
-}
-
-JsonWriter& JsonWriter::value(std::string_view text) {
-    before_value();
-    out_ += '"' + json_escape(text) + '"';
-    return *this;
-}
-
-JsonWriter& JsonWriter::value(double number) {
-    if (!std::isfinite(number)) return null();
-    before_value();
-    char text[64];
-    const auto result = std::to_chars(text, text + sizeof text, number);  // shortest text that reads back exactly
-    out_.append(text, result.ptr);
-    return *this;
-}
-
-JsonWriter& JsonWriter::value(int64_t number) {
-    before_value();
-    out_ += std::to_string(number);
-    return *this;
-}
-
-JsonWriter& JsonWriter::value(uint64_t number) {
-    before_value();
-    out_ += std::to_string(number);
-    return *this;
-}
-
-JsonWriter& JsonWriter::value(bool flag) {
-    before_value();
-    out_ += flag ? "true" : "false";
-    return *this;
-}
-
-JsonWriter& JsonWriter::null() {
-    before_value();
-    out_ += "null";
-    return *this;
-}
-
-RunReport::RunReport(std::string program) : program_(std::move(program)) {}
+RunReport::~RunReport() = default;
+RunReport::RunReport(RunReport&&) noexcept = default;
+RunReport& RunReport::operator=(RunReport&&) noexcept = default;
 
 void RunReport::add_config(const std::string& key, Scalar value) {
-    config_.emplace_back(key, std::move(value));
+    (*config_)[key] = scalar_json(value);
 }
+
 void RunReport::add_result(const std::string& key, Scalar value) {
-    results_.emplace_back(key, std::move(value));
+    (*results_)[key] = scalar_json(value);
+}
+
+void RunReport::add_result(const std::string& key, const std::vector<double>& values) {
+    (*results_)[key] = values;
+}
+
+Json& RunReport::results() {
+    return *results_;
 }
 
 void RunReport::add_options(const TrainOptions& o) {
@@ -357,6 +328,7 @@ void RunReport::add_options(const TrainOptions& o) {
     add_config("batch", int64_t{o.batch});
     add_config("optimizer", std::string(optimizer_name(o.optimizer)));
     add_config("lr", o.lr);
+    add_config("lr_schedule", std::string(lr_schedule_name(o.lr_schedule)));
     if (o.optimizer == OptimizerKind::sgd) {
         add_config("momentum", o.momentum);
     } else {
@@ -365,110 +337,35 @@ void RunReport::add_options(const TrainOptions& o) {
         add_config("epsilon", o.epsilon);
     }
     add_config("weight_decay", o.weight_decay);
-    add_config("seed",
-               std::to_string(o.seed));  // a string: JSON readers may hold numbers as doubles (53 bits)
+    add_config("seed", std::to_string(o.seed));  // a string: JSON readers may hold numbers as doubles (53 bits)
     add_config("limit", int64_t(o.limit));
+    add_config("test_limit", int64_t(o.test_limit));
 }
 
 void RunReport::add_epoch(const EpochMetrics& metrics, const EpochTiming& timing) {
     epochs_.emplace_back(metrics, timing);
 }
 
-namespace {
-
-void write_scalar(JsonWriter& json, const RunReport::Scalar& value) {
-    std::visit([&json](const auto& v) { json.value(v); }, value);
-}
-
-void write_timing(JsonWriter& json, const EpochTiming& t) {
-    json.begin_object();
-    json.key("clock").value(t.clock);
-    json.key("wall_ms").value(t.wall_ms);
-    json.key("phases_ms").value(t.phases_ms());
-    json.key("phases").begin_object();
-    for (int p = 0; p < kPhaseCount; ++p) {
-        const PhaseTotals& totals = t.phases[p];
-        if (totals.calls == 0) continue;
-        json.key(phase_name(Phase(p))).begin_object();
-        json.key("ms").value(totals.ms);
-        json.key("calls").value(totals.calls);
-        json.key("avg_us").value(1000.0 * totals.ms / double(totals.calls));
-        json.key("bytes").value(totals.bytes);
-        json.key("gb_per_s").value(EpochTiming::gb_per_s(totals.bytes, totals.ms));
-        json.end_object();
-    }
-    json.end_object();
-    json.end_object();
-}
-
-}  // namespace
-
 std::string RunReport::to_json() const {
-    JsonWriter json;
-    json.begin_object();
-    json.key("program").value(program_);
-    json.key("backend").value(BACKEND_NAME);
-    json.key("device").value(device_);
-    json.key("data").value(data_);
-    json.key("config").begin_object();
-    for (const auto& [key, value] : config_) write_scalar(json.key(key), value);
-    json.end_object();
-    json.key("epochs").begin_array();
+    Json epochs = Json::array();
     for (const auto& [m, timing] : epochs_) {
-        json.begin_object();
-        json.key("epoch").value(m.epoch);
-        json.key("train_loss").value(m.train_loss);
-        json.key("train_accuracy").value(m.train_accuracy);
-        json.key("test_accuracy").value(m.test_accuracy);
-        json.key("seconds").value(m.seconds);
-        json.key("samples_per_second").value(m.samples_per_second);
-        json.key("timing");
-        write_timing(json, timing);
-        json.end_object();
+        epochs.push_back({{"epoch", m.epoch},
+                          {"train_loss", m.train_loss},
+                          {"train_accuracy", m.train_accuracy},
+                          {"test_accuracy", m.test_accuracy},
+                          {"seconds", m.seconds},
+                          {"samples_per_second", m.samples_per_second},
+                          {"timing", timing_json(timing)}});
     }
-    json.end_array();
-    json.key("results").begin_object();
-    for (const auto& [key, value] : results_) write_scalar(json.key(key), value);
-    json.end_object();
+    Json document = {{"program", program_}, {"backend", BACKEND_NAME}, {"device", device_},   {"data", data_},
+                     {"config", *config_},  {"epochs", epochs},        {"results", *results_}};
     if (has_memory_) {
-        json.key("memory").begin_object();
-        for (int s = 0; s < kMemorySpaceCount; ++s) {
-            json.key(memory_space_name(MemorySpace(s))).begin_object();
-            for (int c = 0; c < kMemoryCategoryCount; ++c) {
-                const CategoryUsage& u = memory_.by_space[s][c];
-                json.key(memory_category_name(MemoryCategory(c))).begin_object();
-                json.key("current_bytes").value(uint64_t(u.current)).key("peak_bytes").value(uint64_t(u.peak));
-                json.end_object();
-            }
-            json.key("total").begin_object();
-            json.key("current_bytes").value(uint64_t(memory_.total[s].current));
-            json.key("peak_bytes").value(uint64_t(memory_.total[s].peak));
-            json.end_object();
-            json.end_object();
-        }
-        if (memory_.device_queried) {
-            json.key("device_info").begin_object();
-            json.key("free_before_bytes").value(uint64_t(memory_.device_free_before));
-            json.key("total_bytes").value(uint64_t(memory_.device_total_before));
-            json.key("free_now_bytes").value(uint64_t(memory_.device_free_now));
-            json.end_object();
-        }
-        json.end_object();
-        json.key("bytes_moved").begin_object();
-        json.key("host_to_device").begin_object();
-        json.key("pinned_bytes").value(memory_.h2d_pinned_bytes);
-        json.key("pageable_bytes").value(memory_.h2d_pageable_bytes);
-        json.key("copies").value(memory_.h2d_copies);
-        json.end_object();
-        json.key("device_to_host").begin_object();
-        json.key("pinned_bytes").value(memory_.d2h_pinned_bytes);
-        json.key("pageable_bytes").value(memory_.d2h_pageable_bytes);
-        json.key("copies").value(memory_.d2h_copies);
-        json.end_object();
-        json.end_object();
+        document["memory"] = memory_json(memory_);
+        document["transfers"] = transfers_json(memory_);
     }
-    json.end_object();
-    return json.str();
+    // NaN and infinities are written as null. Invalid UTF-8 (say, a path in another encoding) is replaced by
+    // U+FFFD instead of throwing after the whole run.
+    return document.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 void RunReport::write_json(const std::string& path) const {

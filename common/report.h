@@ -1,7 +1,7 @@
 // common/report.h — what a lesson prints, and the same as JSON.
 //
 // defines: TextTable, format_bytes(), format_config(), timing_table(), memory_table(), transfer_summary(),
-//          EpochMetrics + epoch_line(), ProgressBar, JsonWriter + json_escape(), RunReport (--json FILE).
+//          EpochMetrics + epoch_line(), print_line(), ProgressBar, RunReport (--json FILE).
 //
 // Tables are plain aligned text (no box drawing):
 //     phase           ms       %   calls   avg µs       bytes    GB/s
@@ -10,11 +10,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "common/cli.h"
 #include "common/memory_ledger.h"
@@ -40,14 +43,16 @@ class TextTable {
 // Display width of UTF-8 text (code points; "µ" is one column).
 size_t display_width(std::string_view text);
 
-// "784-256-10, batch 128, sgd (lr 0.05, momentum 0.9), 3 epochs, seed 1"
+// "784-256-10, batch 128, sgd (lr 0.05, momentum 0.9), 3 epochs, seed 1"; names the cosine schedule and the
+// --limit/--test-limit cuts when they are used.
 std::string format_config(const TrainOptions& options);
 
-// The per-phase table; its title says how the time was measured (GPU events or CPU timings).
+// The per-phase table; its title says how the time was measured (GPU events or CPU timings). Below it: what the
+// wall time covers (training only), the time in no phase, and what the `host` phase is.
 std::string timing_table(const EpochTiming& timing, const std::string& title);
 // Current and peak bytes per category for each memory space that holds anything, and cudaMemGetInfo.
 std::string memory_table(const MemorySnapshot& memory);
-// "moved: host→device 188.2 MiB (pinned 188.2 MiB, pageable 0 B) in 470 copies; device→host ..."
+// "bytes moved: host→device 188 MiB (pinned 188 MiB, pageable 0 B) in 470 copies; device→host ..."
 std::string transfer_summary(const MemorySnapshot& memory);
 
 struct EpochMetrics {
@@ -61,6 +66,10 @@ struct EpochMetrics {
 };
 // "epoch 1/3  loss 0.2431  train 92.81%  test 96.20%  61234 samples/s  0.98 s"
 std::string epoch_line(const EpochMetrics& metrics);
+
+// Prints `line` and a newline on stdout and flushes: when stdout is a pipe (| tee, a CI log) it is otherwise
+// block-buffered, and epoch lines would appear all at once at the end of the run.
+void print_line(const std::string& line);
 
 class ProgressBar {
   public:
@@ -78,46 +87,18 @@ class ProgressBar {
     double last_draw_ = -1;
 };
 
-std::string json_escape(std::string_view text);  // the body of a JSON string (no quotes)
-
-// A small streaming JSON writer: writes commas, quotes and indentation; the caller keeps the nesting right.
-class JsonWriter {
-  public:
-    JsonWriter& begin_object();
-    JsonWriter& end_object();
-    JsonWriter& begin_array();
-    JsonWriter& end_array();
-    JsonWriter& key(std::string_view name);
-    JsonWriter& value(std::string_view text);
-    JsonWriter& value(const char* text) { return value(std::string_view(text)); }
-    JsonWriter& value(const std::string& text) { return value(std::string_view(text)); }
-    JsonWriter& value(double number);  // NaN and infinities become null (JSON has no spelling for them)
-    JsonWriter& value(int64_t number);
-    JsonWriter& value(uint64_t number);
-    JsonWriter& value(int number) { return value(int64_t{number}); }
-    JsonWriter& value(unsigned number) { return value(uint64_t{number}); }
-    JsonWriter& value(long long number) { return value(int64_t(number)); }
-    JsonWriter& value(unsigned long long number) { return value(uint64_t(number)); }
-    JsonWriter& value(bool flag);
-    JsonWriter& null();
-    const std::string& str() const { return out_; }
-
-  private:
-    void before_value();
-    void newline();
-    std::string out_;
-    JsonWriter& open(char bracket);   // { or [
-    JsonWriter& close(char bracket);  // } or ]
-    std::vector<bool> has_items_;     // per open container
-    bool after_key_ = false;
-};
-
-// Everything a run prints, collected for --json FILE.
+// Everything a run prints, collected for --json FILE. The document is built with nlohmann/json (report.cpp); this
+// header sees only its forward declarations, so nvcc compiling a lesson never parses the library. Keys keep the
+// order they were added in (nlohmann::ordered_json). Non-finite numbers become null (JSON has no spelling for them).
 class RunReport {
   public:
     using Scalar = std::variant<std::string, double, int64_t, bool>;
 
     explicit RunReport(std::string program);
+    ~RunReport();
+    RunReport(RunReport&&) noexcept;
+    RunReport& operator=(RunReport&&) noexcept;
+
     void set_device(std::string device) { device_ = std::move(device); }
     void set_data(std::string description) { data_ = std::move(description); }
     void add_config(const std::string& key, Scalar value);
@@ -125,6 +106,10 @@ class RunReport {
     void add_epoch(const EpochMetrics& metrics, const EpochTiming& timing);
     void set_memory(const MemorySnapshot& memory) { memory_ = memory, has_memory_ = true; }
     void add_result(const std::string& key, Scalar value);  // anything else a lesson prints
+    void add_result(const std::string& key, const std::vector<double>& values);  // e.g. every step's loss
+    // The "results" object itself, for anything else (nested objects, other arrays). With <nlohmann/json.hpp>:
+    //     report.results()["layer_ms"] = {{"fc1", 1.25}, {"fc2", 0.31}};
+    nlohmann::ordered_json& results();
 
     std::string to_json() const;
     // Writes FILE.tmp then renames it over FILE; throws std::runtime_error naming the file on failure.
@@ -134,7 +119,7 @@ class RunReport {
 
   private:
     std::string program_, device_, data_;
-    std::vector<std::pair<std::string, Scalar>> config_, results_;
+    std::unique_ptr<nlohmann::ordered_json> config_, results_;  // JSON objects
     std::vector<std::pair<EpochMetrics, EpochTiming>> epochs_;
     MemorySnapshot memory_;
     bool has_memory_ = false;

@@ -3,7 +3,7 @@
 # Called by `make` before configuring; safe to run again (it installs nothing when everything is there).
 set -euo pipefail
 
-packages=(cmake ninja-build g++ make catch2 zlib1g-dev libboost-context-dev python3)
+packages=(cmake ninja-build g++ make catch2 zlib1g-dev libboost-context-dev libcli11-dev nlohmann-json3-dev python3)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
