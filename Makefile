@@ -12,10 +12,12 @@ HAVE_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 RUN_FLAVOR := $(if $(and $(HAVE_GPU),$(NVCC)),cuda,cpu)
 CTEST := ctest --output-on-failure -j $(JOBS)
 
-.PHONY: help deps cpu cuda sanitize all test test-cpu test-cuda test-sanitize run bench data playground clean
+.PHONY: help deps cpu cuda sanitize all test test-cpu test-cuda test-sanitize run lesson diff bench data playground clean
 
 help:
-	@echo "make run            build, then run the lessons (cuda flavor when a GPU is present, else cpu)"
+	@echo "make run            build, then run the lessons (cuda flavor when a GPU is present, else cpu) and compare them"
+	@echo "make lesson N=02    build, then run one lesson (ARGS=\"--epochs 1 ...\" are passed to it, as to make run)"
+	@echo "make diff A=01 B=02 what changed from one lesson's main.cu to another's (diff -u)"
 	@echo "make test           build both flavors and run the whole test suite in each"
 	@echo "make test-sanitize  the cpu flavor with AddressSanitizer + UBSan, and its tests"
 	@echo "make bench          kernel and backend benchmarks (figures printed, not asserted)"
@@ -65,15 +67,64 @@ test-cuda: cuda
 endif
 test: test-cpu test-cuda
 
-run: $(RUN_FLAVOR)
-	@echo "make run: using the $(RUN_FLAVOR) flavor ($(if $(HAVE_GPU),a GPU is present,no GPU found: the CPU backend runs the kernels))"
-	@lessons=$$(ls build/$(RUN_FLAVOR)/lessons/lesson* 2>/dev/null | sort); \
-	if [ -z "$$lessons" ]; then \
-	  echo "no lessons are built yet; running the CPU reference trainer instead"; \
-	  build/$(RUN_FLAVOR)/tools/reference $(ARGS); \
-	else \
-	  for lesson in $$lessons; do echo "=== $$lesson"; $$lesson $(ARGS) || exit $$?; done; \
-	fi
+# The lessons are the source folders lessons/NN_name/main.cu (built as build/<flavor>/lessons/lessonNN_name), so an
+# executable left behind by a renamed or deleted lesson is not run.
+LESSON_NAMES = $(sort $(patsubst lessons/%/main.cu,%,$(wildcard lessons/*/main.cu)))
+ifeq ($(RUN_FLAVOR),cuda)
+RUN_WHERE := on the GPU
+else
+CPU_BECAUSE := $(if $(HAVE_GPU),$(if $(NVCC),the cpu flavor was asked for,nvcc not found),no GPU found)
+RUN_WHERE := on the CPU backend ($(CPU_BECAUSE)), so times are CPU timings
+endif
+
+# $(call find_lesson,VAR,PREFIX,NAME): shell code that sets VAR to the one lesson folder whose name starts with
+# PREFIX (a single digit is taken as 0N), or stops with the list of lessons; NAME is the make variable, for the message.
+find_lesson = n='$(2)'; [[ $$n =~ ^[0-9]$$ ]] && n=0$$n; matches=(); \
+	if [ -n "$$n" ]; then \
+	  for d in lessons/"$$n"*/main.cu; do [ -f "$$d" ] && matches+=("$$(basename "$$(dirname "$$d")")"); done; \
+	fi; \
+	if [ $${\#matches[@]} -ne 1 ]; then \
+	  if [ -z "$$n" ]; then echo "say which lesson: $(3)=NN (e.g. $(3)=01)" >&2; \
+	  elif [ $${\#matches[@]} -eq 0 ]; then echo "no lesson folder starts with '$$n' ($(3)=$(2))" >&2; \
+	  else echo "$(3)=$(2) matches several lessons: $${matches[*]}" >&2; fi; \
+	  echo "available lessons: $(or $(LESSON_NAMES),none yet (lessons/NN_name/main.cu))" >&2; exit 2; \
+	fi; $(1)=$${matches[0]}
+
+# Only what the lessons need (the lessons target: every lesson and the reference trainer), not tests or benchmarks.
+run: build/$(RUN_FLAVOR)/CMakeCache.txt
+	cmake --build build/$(RUN_FLAVOR) -j $(JOBS) --target lessons
+ifeq ($(LESSON_NAMES),)
+	@echo "make run: no lesson is written yet (lessons/NN_name/main.cu), so running the CPU reference trainer" \
+	  "instead (plain C++, float64: no kernel, no GPU)"
+	build/$(RUN_FLAVOR)/tools/reference $(ARGS)
+else
+	@echo "make run: $(words $(LESSON_NAMES)) lesson$(if $(word 2,$(LESSON_NAMES)),s), $(RUN_FLAVOR) flavor, $(RUN_WHERE)"
+	@mkdir -p build/$(RUN_FLAVOR)/results; reports=(); \
+	for name in $(LESSON_NAMES); do \
+	  report=build/$(RUN_FLAVOR)/results/lesson$$name.json; rm -f "$$report"; \
+	  echo "=== lesson$$name"; \
+	  build/$(RUN_FLAVOR)/lessons/lesson$$name $(ARGS) --json "$$report"; status=$$?; \
+	  if [ $$status -ne 0 ]; then \
+	    echo "make run: lesson$$name failed (exit code $$status); stopping here" >&2; exit $$status; \
+	  fi; \
+	  reports+=("$$report"); \
+	done; \
+	echo; echo "=== the lessons compared (reports in build/$(RUN_FLAVOR)/results/)"; \
+	python3 tools/compare_lessons.py "$${reports[@]}"
+endif
+
+# N is checked before building too, so that a wrong N does not wait for the build.
+lesson: build/$(RUN_FLAVOR)/CMakeCache.txt
+	@$(call find_lesson,name,$(N),N)
+	cmake --build build/$(RUN_FLAVOR) -j $(JOBS) --target lessons
+	@$(call find_lesson,name,$(N),N); echo "=== lesson$$name: $(RUN_FLAVOR) flavor, $(RUN_WHERE)"; \
+	build/$(RUN_FLAVOR)/lessons/lesson$$name $(ARGS)
+
+# diff exits 1 when the files differ: that is the answer, not an error; 2 (trouble) still fails.
+diff:
+	@$(call find_lesson,a,$(A),A); $(call find_lesson,b,$(B),B); \
+	color=$$(diff --color=auto /dev/null /dev/null >/dev/null 2>&1 && echo --color=auto); \
+	diff -u $$color "lessons/$$a/main.cu" "lessons/$$b/main.cu"; status=$$?; [ $$status -le 1 ] || exit $$status
 
 bench: $(RUN_FLAVOR)
 	build/$(RUN_FLAVOR)/bench/backend_bench

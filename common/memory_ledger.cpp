@@ -257,8 +257,69 @@ MemoryPrediction predict_device_memory(const ModelShape& shape) {
     set(MemoryCategory::optimizer_state, params * sizeof(float) * (shape.optimizer == OptimizerKind::adamw ? 2 : 1));
     set(MemoryCategory::master_weights, shape.master_weights ? params * sizeof(float) : 0);
     set(MemoryCategory::activations, batch * (inputs + 2 * outputs) * shape.activation_bytes);
-    set(MemoryCategory::input_staging, batch * inputs + batch);
+    set(MemoryCategory::input_staging,
+        size_t(shape.staging_slots) * ((shape.stage_raw_pixels ? batch * inputs : 0) + batch));
     // row_losses [batch], mean_loss [1], correct [1]
     set(MemoryCategory::workspace, batch * sizeof(float) + sizeof(float) + sizeof(int));
     return p;
+}
+
+int largest_batch_that_fits(ModelShape shape, size_t extra_bytes, size_t available_bytes, int max_batch) {
+    const auto fits = [&](int batch) {
+        shape.batch = batch;
+        return predict_device_memory(shape).total() + extra_bytes <= available_bytes;
+    };
+    if (max_batch < 1 || !fits(1)) return 0;
+    int lo = 1, hi = max_batch;  // fits(lo) holds; the prediction grows with the batch, so bisect
+    while (lo < hi) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        if (fits(mid))
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+std::string check_device_fits(const ModelShape& shape, size_t extra_bytes, const std::string& extra_name,
+                              size_t available_bytes) {
+    const MemoryPrediction prediction = predict_device_memory(shape);
+    if (prediction.total() + extra_bytes <= available_bytes) return "";
+    // What overflows: if the batch-independent part (the model's own state and the extra) fits, the batch's buffers
+    // are to blame, else the model is; either way name the biggest category of the part to blame.
+    using C = MemoryCategory;
+    const std::vector<std::pair<std::string, size_t>> model_part = {
+        {memory_category_name(C::parameters), prediction[C::parameters]},
+        {memory_category_name(C::gradients), prediction[C::gradients]},
+        {memory_category_name(C::optimizer_state), prediction[C::optimizer_state]},
+        {memory_category_name(C::master_weights), prediction[C::master_weights]},
+        {extra_name, extra_bytes}};
+    const std::vector<std::pair<std::string, size_t>> batch_part = {
+        {memory_category_name(C::activations), prediction[C::activations]},
+        {memory_category_name(C::input_staging), prediction[C::input_staging]},
+        {memory_category_name(C::workspace), prediction[C::workspace]}};
+    size_t model_bytes = 0;
+    for (const auto& [name, bytes] : model_part) model_bytes += bytes;
+    const auto& blamed = model_bytes > available_bytes ? model_part : batch_part;
+    const std::string overflowing =
+        std::max_element(blamed.begin(), blamed.end(), [](const auto& a, const auto& b) { return a.second < b.second; })
+            ->first;
+    std::string message = "the model needs " + format_bytes(prediction.total() + extra_bytes) + " of device memory (" +
+                          format_bytes(prediction.total()) + " for --batch " + std::to_string(shape.batch) +
+                          ", activations " + format_bytes(prediction[MemoryCategory::activations]);
+    if (extra_bytes > 0) message += ", " + extra_name + " " + format_bytes(extra_bytes);
+    message += ") but only " + format_bytes(available_bytes) + " can be used; " + overflowing + " is what overflows. ";
+    const int largest = largest_batch_that_fits(shape, extra_bytes, available_bytes, shape.batch);
+    if (largest > 0) {
+        message += "The largest batch that fits is --batch " + std::to_string(largest) + ".";
+    } else {
+        message += "No batch fits: the parameters, gradients and optimizer state alone are too big; use a smaller "
+                   "--hidden.";
+    }
+    return message;
+}
+
+size_t usable_device_bytes(size_t free_bytes, size_t total_bytes) {
+    const size_t margin = total_bytes / 32 + std::min(size_t{64} << 20, total_bytes / 32);
+    return free_bytes > margin ? free_bytes - margin : 0;
 }

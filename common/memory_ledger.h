@@ -146,6 +146,8 @@ struct ModelShape {
     size_t activation_bytes = 4;  // per activation element
     OptimizerKind optimizer = OptimizerKind::sgd;
     bool master_weights = false;  // an fp32 copy of the parameters (with 2-byte parameters)
+    int staging_slots = 1;        // device input staging buffers (2: one is filled while the other is read)
+    bool stage_raw_pixels = true;  // false: the batch arrives as floats straight into X; only labels are staged
 };
 
 struct MemoryPrediction {
@@ -156,6 +158,19 @@ struct MemoryPrediction {
 
 size_t parameter_count(const std::vector<int>& layer_sizes);  // Σ in·out + out
 
+// Before allocating: does predict_device_memory(shape) plus `extra_bytes` (other device buffers the program will
+// allocate, e.g. a resident test set) fit in `available_bytes`? "" when it does; otherwise one message naming the
+// category whose allocation would overflow (allocated in the order of MemoryCategory, then the extra) and the
+// largest batch that would fit (or that no batch fits, when the batch-independent part alone is too big).
+std::string check_device_fits(const ModelShape& shape, size_t extra_bytes, const std::string& extra_name,
+                              size_t available_bytes);
+// The largest batch (≤ max_batch) whose prediction plus extra_bytes fits in available_bytes; 0 if none.
+int largest_batch_that_fits(ModelShape shape, size_t extra_bytes, size_t available_bytes, int max_batch);
+// What a program may plan to use of the device's free memory (cudaMemGetInfo): free minus a safety margin of
+// 1/32 of the total + 64 MiB (less on a small device), for the CUDA context, allocator rounding and the kernels'
+// own needs.
+size_t usable_device_bytes(size_t free_bytes, size_t total_bytes);
+
 // The canonical device buffer set of an MLP lesson (what allocate_mlp() allocates), for layers l = 1..L of
 // shape in_l → out_l and batch B:
 //   parameters      W_l [in_l × out_l], b_l [out_l]                        parameter_bytes each
@@ -163,7 +178,7 @@ size_t parameter_count(const std::vector<int>& layer_sizes);  // Σ in·out + ou
 //   optimizer state sgd: velocity for W_l, b_l; adamw: m and v for both     4 bytes each (fp32)
 //   master weights  fp32 W_l, b_l when master_weights                       4 bytes each
 //   activations     input X [B × in_1]; per layer output Y_l [B × out_l] and its gradient dY_l [B × out_l]
-//   input staging   raw pixels [B × in_1] and labels [B], one byte each
+//   input staging   raw pixels [B × in_1] (unless !stage_raw_pixels) and labels [B], one byte each, per slot
 //   workspace       row_losses [B] (float: softmax_cross_entropy's per-row scratch), mean_loss [1] (float: the
 //                   batch's mean loss it reduces into) and one int counter (correct predictions)
 MemoryPrediction predict_device_memory(const ModelShape& shape);
@@ -187,8 +202,8 @@ struct MlpBuffers {
     };
     std::vector<Layer> layers;
     Act* input = nullptr;              // [batch × in_1] normalized images
-    uint8_t* staged_pixels = nullptr;  // [batch × in_1]
-    uint8_t* staged_labels = nullptr;  // [batch]
+    uint8_t* staged_pixels = nullptr;  // [staging_slots × batch × in_1]: slot s starts at s · batch · in_1
+    uint8_t* staged_labels = nullptr;  // [staging_slots × batch]
     float* row_losses = nullptr;       // [batch] per-row losses (softmax_cross_entropy's scratch)
     float* mean_loss = nullptr;        // [1] the batch's mean loss
     int* correct = nullptr;            // [1]
@@ -199,7 +214,7 @@ struct MlpBuffers {
 template <typename Param = float, typename Act = float>
 MlpBuffers<Param, Act> allocate_mlp(MemoryLedger& ledger, const ModelShape& shape) {
     if (sizeof(Param) != shape.parameter_bytes || sizeof(Act) != shape.activation_bytes || shape.batch <= 0 ||
-        shape.layer_sizes.size() < 2) {
+        shape.staging_slots < 1 || shape.layer_sizes.size() < 2) {
         throw std::invalid_argument("allocate_mlp: the element types or the shape do not match the ModelShape");
     }
     using C = MemoryCategory;
@@ -231,8 +246,11 @@ MlpBuffers<Param, Act> allocate_mlp(MemoryLedger& ledger, const ModelShape& shap
         layer.output_grad = ledger.allocate<Act>(C::activations, "dY" + n, batch * layer.out);
         m.layers.push_back(layer);
     }
-    m.staged_pixels = ledger.allocate<uint8_t>(C::input_staging, "pixels", batch * shape.layer_sizes[0]);
-    m.staged_labels = ledger.allocate<uint8_t>(C::input_staging, "labels", batch);
+    const size_t slots = static_cast<size_t>(shape.staging_slots);
+    if (shape.stage_raw_pixels) {
+        m.staged_pixels = ledger.allocate<uint8_t>(C::input_staging, "pixels", slots * batch * shape.layer_sizes[0]);
+    }
+    m.staged_labels = ledger.allocate<uint8_t>(C::input_staging, "labels", slots * batch);
     m.row_losses = ledger.allocate<float>(C::workspace, "row_losses", batch);
     m.mean_loss = ledger.allocate<float>(C::workspace, "mean_loss", 1);
     m.correct = ledger.allocate<int>(C::workspace, "correct", 1);

@@ -360,7 +360,7 @@ DataLocation find_mnist(const std::string& data_flag) {
                              repository_data_dir() + ", " + kDebianFashionMnistDir + "). " + how_to_get_data());
 }
 
-MnistDataset load_mnist(const std::string& data_flag, size_t limit) {
+MnistDataset load_mnist(const std::string& data_flag, size_t limit, size_t test_limit) {
     const DataLocation where = find_mnist(data_flag);
     MnistDataset data;
     data.directory = where.directory;
@@ -370,13 +370,15 @@ MnistDataset load_mnist(const std::string& data_flag, size_t limit) {
         read_idx_split(idx_file_in(where.directory, kTrainImagesFile), idx_file_in(where.directory, kTrainLabelsFile));
     data.test =
         read_idx_split(idx_file_in(where.directory, kTestImagesFile), idx_file_in(where.directory, kTestLabelsFile));
-    keep_first(data.train, limit);  // the test set stays whole: evaluating 10000 images is cheap
+    keep_first(data.train, limit);
+    keep_first(data.test, test_limit);
     return data;
 }
 
-MnistDataset load_mnist_or_exit(const char* program, const std::string& data_flag, size_t limit) {
+MnistDataset load_mnist_or_exit(const char* program, const std::string& data_flag, size_t limit,
+                                size_t test_limit) {
     try {
-        return load_mnist(data_flag, limit);
+        return load_mnist(data_flag, limit, test_limit);
     } catch (const std::exception& error) {
         std::fprintf(stderr, "%s: %s\n", program, error.what());
         std::exit(1);
@@ -389,3 +391,4 @@ std::string MnistDataset::describe() const {
                        std::to_string(test.count) + " test images";
     return line;
 }
+

@@ -67,12 +67,13 @@ struct DataLocation {
 };
 DataLocation find_mnist(const std::string& data_flag);
 
-// Finds and reads all four files. `limit` > 0 keeps only the first `limit` training images (quick runs); the test
-// set is always kept whole, so test accuracy means the same thing with or without --limit.
-MnistDataset load_mnist(const std::string& data_flag, size_t limit = 0);
+// Finds and reads all four files. `limit` > 0 keeps only the first `limit` training images and `test_limit` > 0 the
+// first `test_limit` test images (quick runs; the report says so).
+MnistDataset load_mnist(const std::string& data_flag, size_t limit = 0, size_t test_limit = 0);
 
 // load_mnist(), but a failure prints "<program>: <message>" to stderr and exits with code 1.
-MnistDataset load_mnist_or_exit(const char* program, const std::string& data_flag, size_t limit = 0);
+MnistDataset load_mnist_or_exit(const char* program, const std::string& data_flag, size_t limit = 0,
+                                size_t test_limit = 0);
 
 // The single-file readers (each throws std::runtime_error naming the file).
 std::vector<uint8_t> read_idx_images(const std::string& path, size_t* count);

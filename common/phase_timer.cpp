@@ -11,6 +11,8 @@ const char* phase_name(Phase phase) {
     switch (phase) {
         case Phase::h2d:
             return "h2d";
+        case Phase::input_wait:
+            return "input wait";
         case Phase::normalize:
             return "normalize";
         case Phase::forward:

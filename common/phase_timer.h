@@ -30,8 +30,10 @@
 
 #include "common/launch.h"
 
-enum class Phase : int { h2d, normalize, forward, loss, backward, optimizer, d2h, host };
-inline constexpr int kPhaseCount = 8;
+// input_wait: time the compute stream stood still waiting for its input copy on another stream (lesson 03 on);
+// the copy time not in input_wait was hidden behind compute.
+enum class Phase : int { h2d, input_wait, normalize, forward, loss, backward, optimizer, d2h, host };
+inline constexpr int kPhaseCount = 9;
 const char* phase_name(Phase phase);
 
 enum class TimerClock { cuda_events, host };

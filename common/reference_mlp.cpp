@@ -64,8 +64,10 @@ void gather_batch(const MnistSplit& split, const std::vector<uint32_t>& order, s
     }
 }
 
-ReferenceConfig ReferenceConfig::from_options(const TrainOptions& o) {
+ReferenceConfig ReferenceConfig::from_options(const TrainOptions& o, size_t train_count) {
     ReferenceConfig c;
+    c.lr_schedule = o.lr_schedule;
+    c.total_steps = long(o.epochs) * long(batch_count(train_count, o.batch));
     c.layer_sizes = o.layer_sizes();
     c.batch = o.batch;
     c.optimizer = o.optimizer;
@@ -153,18 +155,18 @@ void ReferenceMlp::backward(const double* inputs, int rows) {
 }
 
 void ReferenceMlp::update() {
+    const double lr = scheduled_lr(config_.lr_schedule, config_.lr, steps_, config_.total_steps);
     ++steps_;
     for (int l = 0; l < layers(); ++l) {
         const size_t out = size_t(config_.layer_sizes[l + 1]);
         if (config_.optimizer == OptimizerKind::sgd) {
-            reference::sgd_momentum_step(weight_count(l), weight_[l], weight_grad_[l], weight_m_[l], config_.lr,
-                                         config_.momentum, config_.weight_decay);
-            reference::sgd_momentum_step(out, bias_[l], bias_grad_[l], bias_m_[l], config_.lr, config_.momentum,
+            reference::sgd_momentum_step(weight_count(l), weight_[l], weight_grad_[l], weight_m_[l], lr, config_.momentum, config_.weight_decay);
+            reference::sgd_momentum_step(out, bias_[l], bias_grad_[l], bias_m_[l], lr, config_.momentum,
                                          config_.weight_decay);
         } else {
-            reference::adamw_step(weight_count(l), weight_[l], weight_grad_[l], weight_m_[l], weight_v_[l], config_.lr,
+            reference::adamw_step(weight_count(l), weight_[l], weight_grad_[l], weight_m_[l], weight_v_[l], lr,
                                   config_.beta1, config_.beta2, config_.epsilon, config_.weight_decay, steps_);
-            reference::adamw_step(out, bias_[l], bias_grad_[l], bias_m_[l], bias_v_[l], config_.lr, config_.beta1,
+            reference::adamw_step(out, bias_[l], bias_grad_[l], bias_m_[l], bias_v_[l], lr, config_.beta1,
                                   config_.beta2, config_.epsilon, config_.weight_decay, steps_);
         }
     }
@@ -276,6 +278,7 @@ EpochResult ReferenceMlp::train_epoch(const MnistSplit& train, int epoch, PhaseT
         }
         const StepResult step = train_step(input_, labels_, rows, timer);
         loss_sum += step.loss * rows;
+        result.step_losses.push_back(step.loss);
         correct += size_t(step.correct);
         result.samples += size_t(rows);
         ++result.steps;

@@ -16,6 +16,7 @@
 //     float32; the reference then works in float64.
 //   * loss: mean softmax cross-entropy over the batch; the last layer has no ReLU.
 //   * sgd: v = momentum·v + g + wd·p; p -= lr·v.  adamw: see reference::adamw_step (t counts steps from 1).
+//     The learning rate of step t (from 0) is scheduled_lr(schedule, lr, t, total_steps) (cli.h): constant or cosine.
 #pragma once
 
 #include <cstdint>
@@ -50,10 +51,13 @@ struct ReferenceConfig {
     int batch = 128;
     OptimizerKind optimizer = OptimizerKind::sgd;
     double lr = 0.05, momentum = 0.9, weight_decay = 0.0;
+    LrSchedule lr_schedule = LrSchedule::constant;  // cosine: lr at step t is scheduled_lr(..., t, total_steps)
+    long total_steps = 0;                           // steps in the whole run (cosine needs it; set before training)
     double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
     uint64_t seed = 1;
 
-    static ReferenceConfig from_options(const TrainOptions& options);
+    // total_steps = options.epochs · ⌈train_count / batch⌉.
+    static ReferenceConfig from_options(const TrainOptions& options, size_t train_count);
 };
 
 struct StepResult {
@@ -66,6 +70,7 @@ struct EpochResult {
     double train_accuracy = 0;  // from the training forward passes (before each step's update)
     size_t samples = 0;
     int steps = 0;
+    std::vector<double> step_losses;  // each step's mean batch loss, in order
 };
 
 class ReferenceMlp {

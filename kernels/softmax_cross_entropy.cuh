@@ -13,6 +13,10 @@
 //   mean_reduce_kernel  the batch mean of row_losses with a fixed summation order (each thread sums a fixed
 //       stride, then a fixed shuffle tree), so the loss is bitwise reproducible; float atomics would make it
 //       depend on the order blocks finish. launch: 1 block of 1024 threads.
+//   accumulate_loss_kernel  *loss_sum += rows · *mean_loss in double, one thread: the epoch's loss summed on the
+//       device, so the host reads it once per epoch instead of synchronizing every step (lesson 03 on). The
+//       host-side sum of lessons 01–02 does the same arithmetic (double(float loss) · rows), so they agree bitwise.
+//       launch: 1 block of 1 thread (it is one addition; its cost is the launch).
 // A label outside [0, classes) gives a NaN loss and NaN gradients for that row (visible, rather than silently
 // reading past the row).
 #pragma once
@@ -102,4 +106,16 @@ void softmax_cross_entropy(const float* logits, const Label* labels, float* dlog
         launch(mean_reduce_kernel, dim3(1), dim3(kMeanReduceThreads), 0, stream, batch,
                static_cast<const float*>(row_losses), 1.0f / static_cast<float>(batch), mean_loss);
     }
+}
+
+static __global__ void accumulate_loss_kernel(const float* mean_loss, int rows, double* loss_sum) {
+    *loss_sum += static_cast<double>(*mean_loss) * rows;  // one thread: a fixed order, no atomics
+}
+
+// *loss_sum += rows · *mean_loss, on the stream, in double. loss_sum is a device double the caller zeroes.
+inline void accumulate_loss(const float* mean_loss, int rows, double* loss_sum, cudaStream_t stream = 0) {
+    if (mean_loss == nullptr || loss_sum == nullptr || rows < 0) {
+        throw std::invalid_argument("accumulate_loss: null pointer or negative rows");
+    }
+    launch(accumulate_loss_kernel, dim3(1), dim3(1), 0, stream, mean_loss, rows, loss_sum);
 }

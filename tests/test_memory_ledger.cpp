@@ -172,3 +172,57 @@ TEST_CASE("memory ledger: pageable host memory needs no device (the CPU referenc
     CHECK_FALSE(s.device_queried);
     CHECK(s.total[int(MemorySpace::device)].peak == 0);
 }
+
+TEST_CASE("memory ledger: the fit check names the overflowing category and the largest batch that fits",
+          "[memory]") {
+    ModelShape shape{{784, 1024, 1024, 10}, 128, 4, 4, OptimizerKind::adamw, false};
+    const size_t need = predict_device_memory(shape).total();
+    CHECK(check_device_fits(shape, 1000, "the test set", need + 1000).empty());  // exactly enough
+
+    // Room for everything but a batch of 128's activations: the activations overflow; a smaller batch fits.
+    const std::string message = check_device_fits(shape, 0, "the test set", need - 1);
+    INFO(message);
+    CHECK(message.find("activations is what overflows") != std::string::npos);
+    const int largest = largest_batch_that_fits(shape, 0, need - 1, 128);
+    CHECK(largest == 127);
+    CHECK(message.find("--batch 127") != std::string::npos);
+    ModelShape at_largest = shape;
+    at_largest.batch = largest;
+    CHECK(predict_device_memory(at_largest).total() <= need - 1);
+
+    // Not even the model's own state fits: no batch does; AdamW's two moments are its biggest part.
+    const std::string hopeless = check_device_fits(shape, 0, "the test set", 1 << 20);
+    INFO(hopeless);
+    CHECK(hopeless.find("optimizer state is what overflows") != std::string::npos);
+    CHECK(hopeless.find("No batch fits") != std::string::npos);
+    CHECK(largest_batch_that_fits(shape, 0, 1 << 20, 128) == 0);
+
+    // The extra (a resident test set) can be what overflows: the model's part no longer fits, and it is the biggest.
+    const std::string extra = check_device_fits(shape, 10 * need, "the test set", need + 10);
+    INFO(extra);
+    CHECK(extra.find("the test set is what overflows") != std::string::npos);
+
+    // The margin: never more than what is free, and nothing when less than the margin is free.
+    CHECK(usable_device_bytes(size_t(8) << 30, size_t(8) << 30) < (size_t(8) << 30));
+    CHECK(usable_device_bytes(size_t(1) << 20, size_t(8) << 30) == 0);
+    CHECK(usable_device_bytes(size_t(48) << 20, size_t(48) << 20) == (size_t(45) << 20));  // 1/16 on a small device
+}
+
+TEST_CASE("memory ledger: staging slots and float-only staging change the prediction and the allocation alike",
+          "[memory]") {
+    REQUIRE_DEVICE();
+    for (const int slots : {1, 2, 3}) {
+        for (const bool raw : {true, false}) {
+            ModelShape shape{{784, 64, 10}, 33, 4, 4, OptimizerKind::sgd, false};
+            shape.staging_slots = slots;
+            shape.stage_raw_pixels = raw;
+            MemoryLedger ledger;
+            const auto buffers = allocate_mlp<float, float>(ledger, shape);
+            INFO("slots=" << slots << " raw=" << raw);
+            CHECK(ledger.current(MemoryCategory::input_staging) ==
+                  predict_device_memory(shape)[MemoryCategory::input_staging]);
+            CHECK(ledger.current(MemoryCategory::input_staging) == size_t(slots) * (raw ? 33 * 785 : 33));
+            CHECK((buffers.staged_pixels == nullptr) == !raw);
+        }
+    }
+}

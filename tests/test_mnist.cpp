@@ -18,6 +18,7 @@
 #include "common/mnist.h"
 
 namespace fs = std::filesystem;
+using test_support::mnist_dir_for_tests;
 
 namespace {
 
@@ -106,16 +107,6 @@ void write_dataset(const TempDir& dir, const Sample& train, const Sample& test) 
     write_gz(dir.file("train-labels-idx1-ubyte.gz"), label_file(train.labels, uint32_t(train.labels.size())));
     write_raw(dir.file("t10k-images-idx3-ubyte"), image_file(test.pixels, uint32_t(test.labels.size())));
     write_raw(dir.file("t10k-labels-idx1-ubyte"), label_file(test.labels, uint32_t(test.labels.size())));
-}
-
-// MNIST_DIR as an absolute path; a relative one (CI sets ../shared/data/mnist) is tried from the current
-// directory and from the repository root. "" when unset.
-std::string mnist_dir_for_tests() {
-    const char* env = std::getenv("MNIST_DIR");
-    if (env == nullptr || env[0] == '\0') return "";
-    if (fs::is_directory(env)) return fs::absolute(env).string();
-    const fs::path from_repo = fs::path(TEST_SOURCE_DIR) / env;
-    return fs::is_directory(from_repo) ? from_repo.string() : std::string(env);
 }
 
 // Restores an environment variable when the test ends.

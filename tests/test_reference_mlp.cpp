@@ -15,35 +15,8 @@
 #include "common/philox.h"
 #include "common/reference_mlp.h"
 
-namespace {
-
-// A small learnable "MNIST": class c lights up rows 2c..2c+2 of the image, plus noise.
-MnistSplit synthetic_split(std::mt19937_64& rng, size_t count) {
-    MnistSplit split;
-    split.count = count;
-    split.images.resize(count * kMnistPixels);
-    split.labels.resize(count);
-    for (size_t i = 0; i < count; ++i) {
-        const int label = static_cast<int>(rng() % 10);
-        split.labels[i] = static_cast<uint8_t>(label);
-        uint8_t* image = split.images.data() + i * kMnistPixels;
-        for (int p = 0; p < kMnistPixels; ++p) image[p] = static_cast<uint8_t>(rng() % 60);
-        for (int row = 2 * label + 3; row < 2 * label + 6; ++row) {
-            for (int col = 4; col < 24; ++col) image[row * 28 + col] = static_cast<uint8_t>(200 + rng() % 56);
-        }
-    }
-    return split;
-}
-
-std::string mnist_dir_for_tests() {
-    const char* env = std::getenv("MNIST_DIR");
-    if (env == nullptr || env[0] == '\0') return "";
-    if (std::filesystem::is_directory(env)) return env;
-    const std::filesystem::path from_repo = std::filesystem::path(TEST_SOURCE_DIR) / env;
-    return std::filesystem::is_directory(from_repo) ? from_repo.string() : std::string(env);
-}
-
-}  // namespace
+using test_support::mnist_dir_for_tests;
+using test_support::synthetic_split;
 
 TEST_CASE("reference: Philox initialization is reproducible, bounded and per layer", "[reference][init]") {
     const std::vector<int> sizes = {784, 256, 10};

@@ -5,6 +5,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 
 #include <sys/wait.h>
@@ -106,6 +108,59 @@ size_t count_mismatches(const std::vector<float>& got, const std::vector<double>
         ++mismatches;
     }
     return mismatches;
+}
+
+std::string mnist_dir_for_tests() {
+    const char* env = std::getenv("MNIST_DIR");
+    if (env == nullptr || env[0] == '\0') return "";
+    if (std::filesystem::is_directory(env)) return std::filesystem::absolute(env).string();
+    const std::filesystem::path from_repo = std::filesystem::path(TEST_SOURCE_DIR) / env;
+    return std::filesystem::is_directory(from_repo) ? from_repo.string() : std::string(env);
+}
+
+MnistSplit synthetic_split(std::mt19937_64& rng, size_t count) {
+    MnistSplit split;
+    split.count = count;
+    split.images.resize(count * kMnistPixels);
+    split.labels.resize(count);
+    for (size_t i = 0; i < count; ++i) {
+        const int label = static_cast<int>(rng() % 10);
+        split.labels[i] = static_cast<uint8_t>(label);
+        uint8_t* image = split.images.data() + i * kMnistPixels;
+        for (int p = 0; p < kMnistPixels; ++p) image[p] = static_cast<uint8_t>(rng() % 60);
+        for (int row = 2 * label + 3; row < 2 * label + 6; ++row) {
+            for (int col = 4; col < 24; ++col) image[row * 28 + col] = static_cast<uint8_t>(200 + rng() % 56);
+        }
+    }
+    return split;
+}
+
+namespace {
+
+void write_idx(const std::string& path, uint32_t magic, const std::vector<uint32_t>& dims,
+               const std::vector<uint8_t>& payload) {
+    std::vector<uint8_t> bytes;
+    const auto put_u32 = [&bytes](uint32_t value) {  // IDX headers are big-endian
+        for (int shift = 24; shift >= 0; shift -= 8) bytes.push_back(static_cast<uint8_t>(value >> shift));
+    };
+    put_u32(magic);
+    for (const uint32_t d : dims) put_u32(d);
+    bytes.insert(bytes.end(), payload.begin(), payload.end());
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    REQUIRE(out.good());
+}
+
+}  // namespace
+
+void write_idx_dataset(const std::string& dir, const MnistSplit& train, const MnistSplit& test) {
+    const auto write_split = [&dir](const MnistSplit& split, const char* images, const char* labels) {
+        const uint32_t n = static_cast<uint32_t>(split.count);
+        write_idx(dir + "/" + images, 2051, {n, 28, 28}, split.images);
+        write_idx(dir + "/" + labels, 2049, {n}, split.labels);
+    };
+    write_split(train, kTrainImagesFile, kTrainLabelsFile);
+    write_split(test, kTestImagesFile, kTestLabelsFile);
 }
 
 }  // namespace test_support

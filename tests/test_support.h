@@ -18,6 +18,7 @@
 
 #include "common/device_buffer.h"
 #include "common/launch.h"
+#include "common/mnist.h"
 
 namespace test_support {
 
@@ -54,6 +55,15 @@ struct ChildResult {
     std::string output;
 };
 ChildResult run_in_child(void (*body)());
+
+// MNIST_DIR as an absolute path; a relative one (CI sets ../shared/data/mnist) is tried from the current directory
+// and from the repository root. "" when unset.
+std::string mnist_dir_for_tests();
+
+// A small learnable stand-in for MNIST: class c lights up rows 2c+3..2c+5 of the image, plus noise.
+MnistSplit synthetic_split(std::mt19937_64& rng, size_t count);
+// Writes train and test as the four uncompressed IDX files into the existing directory `dir`.
+void write_idx_dataset(const std::string& dir, const MnistSplit& train, const MnistSplit& test);
 
 }  // namespace test_support
 

@@ -66,11 +66,11 @@ int run(int argc, char** argv) {
             "and accuracy are compared with. Same Philox initialization and batch order as the lessons.",
             options);
     cli.parse_or_exit(argc, argv);  // also checks that --json FILE can be written
-    const ReferenceConfig config = ReferenceConfig::from_options(options);
-    require_model_fits_or_exit(program, config);
+    require_model_fits_or_exit(program, ReferenceConfig::from_options(options, 0));
 
-    const MnistDataset data = load_mnist_or_exit(program, options.data_dir, options.limit);
+    const MnistDataset data = load_mnist_or_exit(program, options.data_dir, options.limit, options.test_limit);
     require_batch_fits_or_exit(program, options.batch, data.train.count);
+    const ReferenceConfig config = ReferenceConfig::from_options(options, data.train.count);
 
     const std::string device = "CPU reference: float64, one thread (no GPU, no CPU backend)";
     std::printf("%s\n%s\n%s\n", device.c_str(), data.describe().c_str(), format_config(options).c_str());
@@ -82,6 +82,7 @@ int run(int argc, char** argv) {
     ReferenceMlp model(config);
     PhaseTimer timer(TimerClock::host);
     double test_accuracy = 0;
+    std::vector<double> step_losses;  // every step's loss, for comparing a lesson with the reference step by step
     for (int epoch = 1; epoch <= options.epochs; ++epoch) {
         ProgressBar progress("epoch " + std::to_string(epoch), batch_count(data.train.count, options.batch),
                              !options.quiet);
@@ -89,7 +90,8 @@ int run(int argc, char** argv) {
         const EpochResult result = model.train_epoch(data.train, epoch, &timer, &progress);
         const EpochTiming& timing = timer.end_epoch();
         progress.finish();
-        test_accuracy = model.evaluate(data.test);  // always the whole test set (--limit cuts training only)
+        step_losses.insert(step_losses.end(), result.step_losses.begin(), result.step_losses.end());
+        test_accuracy = model.evaluate(data.test);  // the whole test set unless --test-limit
 
         EpochMetrics metrics;
         metrics.epoch = epoch;
@@ -109,6 +111,7 @@ int run(int argc, char** argv) {
     std::printf("\n%s", memory_table(memory).c_str());
     report.set_memory(memory);
     report.add_result("final_test_accuracy", test_accuracy);
+    report.add_result("step_losses", step_losses);
     report.write_json_or_exit(options.json_path);
     if (!options.json_path.empty()) std::printf("\nwrote %s\n", options.json_path.c_str());
     return 0;

@@ -1,0 +1,310 @@
+// lessons/lesson.cu — see lesson.h. Compiled once into the `lesson_common` library every lesson links.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <new>
+#include <thread>
+
+#include "lessons/lesson.h"
+
+#include "common/device_info.h"
+#include "common/reference_mlp.h"
+#include "kernels/bias_grad.cuh"
+#include "kernels/elementwise.cuh"
+#include "kernels/evaluate.cuh"
+#include "kernels/gemm.cuh"
+#include "kernels/normalize.cuh"
+#include "kernels/optimizers.cuh"
+
+namespace {
+
+// Flushes, so that a run piped into a file or `tee` shows each line when it happens, not at exit.
+void print(const std::string& text) {
+    std::fputs(text.c_str(), stdout);
+    std::fflush(stdout);
+}
+
+TrainOptions lesson_defaults() {
+    TrainOptions o;
+    o.hidden = {1024, 1024};
+    o.optimizer = OptimizerKind::adamw;
+    o.lr = o.adamw_lr;
+    o.weight_decay = o.adamw_weight_decay;
+    o.lr_schedule = LrSchedule::cosine;
+    o.epochs = 5;
+    o.batch = 128;
+    return o;
+}
+
+// 64-bit FNV-1a over bytes: equal checksums of the final weights mean bitwise-equal weights (for comparing lessons).
+uint64_t fnv1a(const void* data, size_t bytes, uint64_t hash) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < bytes; ++i) hash = (hash ^ p[i]) * 0x100000001b3ull;
+    return hash;
+}
+
+}  // namespace
+
+Lesson::Lesson(int argc, char** argv, const char* program, const char* idea,
+               const std::function<void(Cli&)>& add_flags)
+    : options(lesson_defaults()), program_(program), report_(program) {
+    bool full = false;
+    Cli cli(program, std::string(idea) + "\nOn the CPU backend it trains on a subset unless --full (see the banner).",
+            options);
+    cli.add_flag("--full", &full, "CPU backend: all of MNIST instead of the quick subset (a GPU always uses all)");
+    if (add_flags) add_flags(cli);
+    cli.parse_or_exit(argc, argv);
+
+#if defined(CUDA_TEACH_CPU)
+    // Every core: the kernels use no float atomics, so results do not depend on how blocks are spread over workers.
+    if (std::getenv("CUDA_CPU_WORKERS") == nullptr) {
+        setenv("CUDA_CPU_WORKERS", std::to_string(std::max(1u, std::thread::hardware_concurrency())).c_str(), 0);
+    }
+#endif
+    require_device_or_exit(program);
+    const bool subset = on_cpu_backend() && !full;
+    if (subset && !cli.given("--limit")) options.limit = kCpuTrainImages;
+    if (subset && !cli.given("--test-limit")) options.test_limit = kCpuTestImages;
+    data = load_mnist_or_exit(program, options.data_dir, options.limit, options.test_limit);
+    require_batch_fits_or_exit(program, options.batch, data.train.count);
+
+    std::string banner = program_ + " — " + idea + "\n";
+    banner += "device: " + device_summary() + "\n";
+    banner += "data:   " + data.describe() + "\n";
+    if (subset) {
+        banner += "        CPU backend: a subset, so that the lesson takes a minute or two; --full trains on all of MNIST\n"
+                  "        (about 1 s per step of 128 images here: hours)\n";
+    }
+    banner += "model:  " + format_config(options) + "\n\n";
+    print(banner);
+
+    report_.set_device(device_summary());
+    report_.set_data(data.describe());
+    report_.add_options(options);
+    report_.add_config("full", !subset);
+}
+
+bool Lesson::on_cpu_backend() const {
+    return std::string(BACKEND_NAME) == "cpu";
+}
+
+size_t Lesson::batches_per_epoch() const {
+    return batch_count(data.train.count, options.batch);
+}
+
+long Lesson::total_steps() const {
+    return long(batches_per_epoch()) * options.epochs;
+}
+
+double Lesson::lr_at(long step) const {
+    return scheduled_lr(options.lr_schedule, options.lr, step, total_steps());
+}
+
+int Lesson::rows_in_batch(size_t batch_index) const {
+    return int(std::min<size_t>(options.batch, data.train.count - batch_index * size_t(options.batch)));
+}
+
+Mlp& Lesson::model(int staging_slots, bool stage_raw_pixels) {
+    if (model_allocated_) throw std::logic_error("Lesson::model: called twice");
+    ModelShape shape{options.layer_sizes(), options.batch, sizeof(float), sizeof(float), options.optimizer, false};
+    shape.staging_slots = staging_slots;
+    shape.stage_raw_pixels = stage_raw_pixels;
+
+    // Refuse what cannot fit before allocating anything: the prediction is exact (it is what allocate_mlp allocates).
+    const size_t test_bytes = data.test.count * (kMnistPixels + 1);
+    size_t free_bytes = 0, total_bytes = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const std::string problem =
+        check_device_fits(shape, test_bytes, "the test set", usable_device_bytes(free_bytes, total_bytes));
+    if (!problem.empty()) {
+        std::fprintf(stderr, "%s: %s\n", program_.c_str(), problem.c_str());
+        std::exit(2);
+    }
+
+    net_ = allocate_mlp<float, float>(ledger, shape);
+    const std::vector<LayerParameters> init = init_parameters(options.seed, options.layer_sizes());
+    for (size_t l = 0; l < net_.layers.size(); ++l) {
+        Mlp::Layer& layer = net_.layers[l];
+        ledger.copy_to_device(layer.weight, init[l].weight.data(), init[l].weight.size() * sizeof(float));
+        ledger.copy_to_device(layer.bias, init[l].bias.data(), init[l].bias.size() * sizeof(float));
+        // AdamW's moments start at zero (the gradients are overwritten by every backward pass).
+        CUDA_CHECK(cudaMemset(layer.weight_m, 0, init[l].weight.size() * sizeof(float)));
+        CUDA_CHECK(cudaMemset(layer.bias_m, 0, init[l].bias.size() * sizeof(float)));
+        if (layer.weight_v != nullptr) {
+            CUDA_CHECK(cudaMemset(layer.weight_v, 0, init[l].weight.size() * sizeof(float)));
+            CUDA_CHECK(cudaMemset(layer.bias_v, 0, init[l].bias.size() * sizeof(float)));
+        }
+    }
+    uint8_t* pixels = ledger.allocate<uint8_t>(MemoryCategory::input_staging, "test set pixels", data.test.images.size());
+    uint8_t* labels = ledger.allocate<uint8_t>(MemoryCategory::input_staging, "test set labels", data.test.count);
+    ledger.copy_to_device(pixels, data.test.images.data(), data.test.images.size());
+    ledger.copy_to_device(labels, data.test.labels.data(), data.test.count);
+    CUDA_CHECK(cudaMemset(net_.correct, 0, sizeof(int)));  // the first epoch's count of correct predictions
+    CUDA_CHECK(cudaDeviceSynchronize());  // the host vectors above are pageable: be done with them before returning
+    test_pixels_ = pixels;
+    test_labels_ = labels;
+    model_allocated_ = true;
+    return net_;
+}
+
+void Lesson::finish_epoch(int epoch, const EpochTiming& timing, double loss_sum, const ForwardPass& forward,
+                          cudaStream_t stream) {
+    // The training count (net.correct was zeroed by model() or at the end of the previous epoch).
+    int train_correct = 0;
+    ledger.copy_to_host(&train_correct, net_.correct, sizeof(int), stream);
+    CUDA_CHECK(cudaStreamSynchronize(stream));  // pageable destination: wait before reading it
+
+    // The test set, in batches of the training batch size (the activation buffers are that big), on the device.
+    CUDA_CHECK(cudaMemsetAsync(net_.correct, 0, sizeof(int), stream));
+    for (size_t first = 0; first < data.test.count; first += size_t(options.batch)) {
+        const int rows = int(std::min<size_t>(options.batch, data.test.count - first));
+        normalize_pixels(test_pixels_ + first * kMnistPixels, net_.input, size_t(rows) * kMnistPixels, kMnistMean,
+                         kMnistStd, stream);
+        forward(net_, rows, stream);
+        count_correct(net_.layers.back().output, test_labels_ + first, net_.correct, rows, kMnistClasses, nullptr,
+                      stream);
+    }
+    int test_correct = 0;
+    ledger.copy_to_host(&test_correct, net_.correct, sizeof(int), stream);
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    CUDA_CHECK(cudaMemsetAsync(net_.correct, 0, sizeof(int), stream));  // ready for the next epoch's training count
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+
+    EpochMetrics metrics;
+    metrics.epoch = epoch;
+    metrics.epochs = options.epochs;
+    metrics.train_loss = loss_sum / double(data.train.count);
+    metrics.train_accuracy = double(train_correct) / double(data.train.count);
+    metrics.test_accuracy = double(test_correct) / double(data.test.count);
+    metrics.seconds = timing.wall_ms / 1000.0;
+    metrics.samples_per_second = metrics.seconds > 0 ? double(data.train.count) / metrics.seconds : 0.0;
+    last_test_accuracy_ = metrics.test_accuracy;
+    print(epoch_line(metrics) + "\n");
+    report_.add_epoch(metrics, timing);
+}
+
+int Lesson::finish() {
+    print("\n");
+    const std::string epochs = options.epochs == 1 ? "the epoch" : "all " + std::to_string(options.epochs) + " epochs";
+    print(timing_table(timer.total(), "time per phase, " + epochs));
+
+    // A checksum of the final weights: lessons that change only the data path must print the same one.
+    uint64_t checksum = 0xcbf29ce484222325ull;
+    for (const Mlp::Layer& layer : net_.layers) {
+        std::vector<float> weight(size_t(layer.in) * layer.out), bias(size_t(layer.out));
+        ledger.copy_to_host(weight.data(), layer.weight, weight.size() * sizeof(float));
+        ledger.copy_to_host(bias.data(), layer.bias, bias.size() * sizeof(float));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        checksum = fnv1a(weight.data(), weight.size() * sizeof(float), checksum);
+        checksum = fnv1a(bias.data(), bias.size() * sizeof(float), checksum);
+    }
+    char hex[32];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(checksum));
+
+    const MemorySnapshot memory = ledger.snapshot();
+    print("\n");
+    print(memory_table(memory) + transfer_summary(memory));
+    print("final weights: checksum " + std::string(hex) + " (FNV-1a of every weight's bytes; equal = bitwise equal)\n");
+    report_.set_memory(memory);
+    report_.add_result("final_test_accuracy", last_test_accuracy_);
+    report_.add_result("weights_checksum", std::string(hex));
+    report_.write_json_or_exit(options.json_path);
+    if (!options.json_path.empty()) print("wrote " + options.json_path + "\n");
+    return 0;
+}
+
+void Lesson::add_series(const std::string& key, const std::vector<double>& values) {
+    report_.add_result(key, values);
+}
+
+void Lesson::print_h2d_bandwidth_probe(size_t batch_bytes) {
+    constexpr size_t kLarge = size_t{64} << 20;
+    MemoryLedger probe;  // its own buffers, freed on return: the lesson's memory table stays about the lesson
+    uint8_t* device = probe.allocate<uint8_t>(MemoryCategory::workspace, "probe", kLarge);
+    uint8_t* pinned = probe.allocate_host<uint8_t>(MemoryCategory::workspace, "probe", kLarge, HostMemory::pinned);
+    uint8_t* pageable = probe.allocate_host<uint8_t>(MemoryCategory::workspace, "probe", kLarge, HostMemory::pageable);
+    std::fill_n(pinned, kLarge, uint8_t{1});  // touch every page, so the first copy does not pay for page faults
+    std::fill_n(pageable, kLarge, uint8_t{1});
+    cudaEvent_t start, stop;
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&stop));
+    const auto gb_per_s = [&](const uint8_t* source, size_t bytes) {
+        const int repeats = bytes < (size_t{1} << 20) ? 100 : 10;
+        CUDA_CHECK(cudaMemcpyAsync(device, source, bytes, cudaMemcpyHostToDevice, 0));  // warm-up
+        CUDA_CHECK(cudaEventRecord(start, 0));
+        for (int i = 0; i < repeats; ++i) CUDA_CHECK(cudaMemcpyAsync(device, source, bytes, cudaMemcpyHostToDevice, 0));
+        CUDA_CHECK(cudaEventRecord(stop, 0));
+        CUDA_CHECK(cudaEventSynchronize(stop));
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        return EpochTiming::gb_per_s(uint64_t(bytes) * repeats, ms);
+    };
+    TextTable table({"copy size", "from pageable", "from pinned"}, "lrr");
+    for (const size_t bytes : {batch_bytes, kLarge}) {
+        const double from_pageable = gb_per_s(pageable, bytes), from_pinned = gb_per_s(pinned, bytes);
+        char cells[2][32];
+        std::snprintf(cells[0], sizeof cells[0], "%.2f GB/s", from_pageable);
+        std::snprintf(cells[1], sizeof cells[1], "%.2f GB/s", from_pinned);
+        table.add_row({format_bytes(bytes) + (bytes == batch_bytes ? " (one batch)" : ""), cells[0], cells[1]});
+        const std::string size = bytes == batch_bytes ? "batch" : "64mib";
+        report_.add_result("h2d_probe_pageable_gb_per_s_" + size, from_pageable);
+        report_.add_result("h2d_probe_pinned_gb_per_s_" + size, from_pinned);
+    }
+    CUDA_CHECK(cudaEventDestroy(start));
+    CUDA_CHECK(cudaEventDestroy(stop));
+    print("host→device bandwidth probe (cudaMemcpyAsync, timed with CUDA events" +
+          std::string(on_cpu_backend() ? "; CPU backend: a memcpy, not PCIe" : "") + "):\n" + table.render() + "\n");
+}
+
+int run_lesson(int (*train)(int, char**), int argc, char** argv) {
+    const char* program = argc > 0 ? argv[0] : "lesson";
+    try {
+        return train(argc, argv);
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "%s: out of host memory (std::bad_alloc); try a smaller --batch or --hidden\n", program);
+    } catch (const std::exception& error) {
+        std::fprintf(stderr, "%s: %s\n", program, error.what());
+    }
+    return 1;
+}
+
+// ---- The simple model (lessons 01–03) ----
+
+void forward_simple(Mlp& net, int rows, cudaStream_t stream) {
+    const float* x = net.input;
+    for (size_t l = 0; l < net.layers.size(); ++l) {
+        Mlp::Layer& layer = net.layers[l];
+        gemm(GemmVersion::naive, Transpose::no, Transpose::no, rows, layer.out, layer.in, 1.0f, x, layer.in,
+             layer.weight, layer.out, 0.0f, layer.output, layer.out, {}, stream);  // Y = X·W
+        bias_add(layer.bias, layer.output, rows, layer.out, layer.out, stream);    // Y += b
+        if (l + 1 < net.layers.size()) relu_forward(layer.output, layer.output, size_t(rows) * layer.out, stream);
+        x = layer.output;
+    }
+}
+
+void backward_simple(Mlp& net, int rows, cudaStream_t stream) {
+    for (size_t l = net.layers.size(); l-- > 0;) {
+        Mlp::Layer& layer = net.layers[l];
+        const float* x = l == 0 ? net.input : net.layers[l - 1].output;
+        linear_backward_weight(GemmVersion::naive, x, layer.output_grad, layer.weight_grad, rows, layer.in, layer.out,
+                               0.0f, stream);                                                  // dW = Xᵀ·dY
+        bias_grad(layer.output_grad, layer.bias_grad, rows, layer.out, layer.out, 0.0f, stream);  // db = Σ dY
+        if (l > 0) {  // dX = dY·Wᵀ, then through the previous layer's ReLU (its output > 0 where it was active)
+            Mlp::Layer& previous = net.layers[l - 1];
+            linear_backward_input(GemmVersion::naive, layer.output_grad, layer.weight, previous.output_grad, rows,
+                                  layer.in, layer.out, stream);
+            relu_backward(previous.output_grad, previous.output, previous.output_grad, size_t(rows) * layer.in,
+                          stream);
+        }
+    }
+}
+
+void adamw_update(Mlp& net, const TrainOptions& o, double lr, int step, cudaStream_t stream) {
+    const AdamWParams h{float(lr), float(o.beta1), float(o.beta2), float(o.epsilon), float(o.weight_decay)};
+    for (Mlp::Layer& layer : net.layers) {
+        adamw_step(layer.weight, layer.weight_grad, layer.weight_m, layer.weight_v, size_t(layer.in) * layer.out, h,
+                   step, stream);
+        adamw_step(layer.bias, layer.bias_grad, layer.bias_m, layer.bias_v, size_t(layer.out), h, step, stream);
+    }
+}

@@ -1,0 +1,120 @@
+// lessons/lesson.h — what every lesson repeats, so that a lesson's main.cu is its training loop and little else.
+//
+// defines: Lesson (flags, device check, data, banner, the model's buffers, test-set evaluation, epoch lines, final
+//          tables and JSON), Mlp, ForwardPass, the simple fp32 model of lessons 01–03 (forward_simple,
+//          backward_simple), adamw_update(), run_lesson().
+//
+// A lesson's main.cu:
+//     int train(int argc, char** argv) {
+//         Lesson lesson(argc, argv, "lesson01_naive_fp32", "one line: the idea");   // exits on bad flags/data
+//         Mlp& net = lesson.model();                          // allocated, initialized, test set uploaded
+//         for (int epoch = 1; epoch <= lesson.options.epochs; ++epoch) {
+//             lesson.timer.begin_epoch(epoch);
+//             ... the lesson's loop: copy, normalize, forward, loss, backward, optimizer, each a timed phase ...
+//             lesson.finish_epoch(epoch, lesson.timer.end_epoch(), loss_sum, forward_simple, stream);
+//         }
+//         return lesson.finish();                             // timing and memory tables, JSON
+//     }
+//     int main(int argc, char** argv) { return run_lesson(train, argc, argv); }
+//
+// Defaults (every lesson from 01 on, and what the reference trainer does with the same flags): MLP
+// 784-1024-1024-10, ReLU, softmax cross-entropy, AdamW (lr 1e-3, weight decay 0.01), cosine decay of the learning
+// rate to 0 over the run, batch 128, 5 epochs, seed 1 (Philox initialization and batch order, common/reference_mlp.h).
+// On the CPU backend a step of this model takes about a second, so there the lessons train on the first
+// kCpuTrainImages images and evaluate on the first kCpuTestImages, and say so; --full (or --limit / --test-limit)
+// overrides that.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/cli.h"
+#include "common/memory_ledger.h"
+#include "common/mnist.h"
+#include "common/phase_timer.h"
+#include "common/report.h"
+
+using Mlp = MlpBuffers<float, float>;
+
+// The forward pass of `rows` images whose normalized pixels are in net.input: leaves the logits in
+// net.layers.back().output. Training and test-set evaluation call the same one.
+using ForwardPass = std::function<void(Mlp& net, int rows, cudaStream_t stream)>;
+
+inline constexpr size_t kCpuTrainImages = 1280;  // 10 batches of 128
+inline constexpr size_t kCpuTestImages = 1000;
+
+class Lesson {
+  public:
+    // Parses the shared flags, those `add_flags` registers, and --full; checks that there is a device; loads MNIST;
+    // prints the banner. Bad flags exit 2, missing or corrupt data exits 1, each with one message.
+    Lesson(int argc, char** argv, const char* program, const char* idea,
+           const std::function<void(Cli&)>& add_flags = nullptr);
+
+    TrainOptions options;
+    MnistDataset data;
+    MemoryLedger ledger;  // every device and host buffer, by category (common/memory_ledger.h)
+    PhaseTimer timer;     // CUDA events per phase (common/phase_timer.h)
+
+    // The device buffers of the model (common/memory_ledger.h: allocate_mlp), after checking that the prediction
+    // fits the device (else one message naming the category that overflows and the largest batch that fits, exit 2).
+    // Weights and biases are the Philox initialization (init_parameters), optimizer state zeroed, and the test set
+    // uploaded once (it stays on the device: evaluating it moves no pixels). `staging_slots` and
+    // `stage_raw_pixels` are ModelShape's. Call once.
+    Mlp& model(int staging_slots = 1, bool stage_raw_pixels = true);
+
+    size_t batches_per_epoch() const;            // ⌈training images / batch⌉
+    long total_steps() const;                    // batches_per_epoch · epochs
+    double lr_at(long step) const;               // the scheduled learning rate of step 0, 1, ...
+    int rows_in_batch(size_t batch_index) const;  // batch, or fewer for the last one
+
+    // After timer.end_epoch(): reads the epoch's count of correct training predictions (net.correct, which the
+    // loop fills with count_correct), evaluates the test set with `forward` on `stream`, prints the epoch line
+    // and records it for the JSON report. loss_sum: Σ over the epoch's batches of mean loss · rows.
+    void finish_epoch(int epoch, const EpochTiming& timing, double loss_sum, const ForwardPass& forward,
+                      cudaStream_t stream = 0);
+
+    // Anything else the lesson wants in the JSON report's "results" (and nowhere else).
+    void add_result(const std::string& key, RunReport::Scalar value) { report_.add_result(key, std::move(value)); }
+    void add_config(const std::string& key, RunReport::Scalar value) { report_.add_config(key, std::move(value)); }
+
+    // Prints the time per phase over all epochs, the memory by category and the bytes moved, and a checksum of the
+    // final weights (equal checksums = bitwise-equal weights); writes --json. Returns the exit code (0).
+    int finish();
+
+    // Prints host→device bandwidth from pageable and from pinned memory, at `batch_bytes` and at 64 MiB (as NVIDIA's
+    // bandwidthTest does): the ceiling a data path can reach. Its buffers are its own (not in the lesson's tables);
+    // the figures also go into the JSON results.
+    void print_h2d_bandwidth_probe(size_t batch_bytes);
+
+    // Per-step values (e.g. each step's loss) for the JSON results.
+    void add_series(const std::string& key, const std::vector<double>& values);
+
+    const std::string& program() const { return program_; }
+    bool on_cpu_backend() const;
+
+  private:
+    std::string program_;
+    RunReport report_;
+    Mlp net_;
+    bool model_allocated_ = false;
+    const uint8_t* test_pixels_ = nullptr;  // device: the whole (or --test-limit) test set, uploaded once
+    const uint8_t* test_labels_ = nullptr;
+    double last_test_accuracy_ = 0;
+};
+
+// Runs a lesson's train(): anything it throws (a bad kernel argument, an allocation the ledger could not make)
+// becomes one line on stderr and exit code 1 instead of std::terminate's abort.
+int run_lesson(int (*train)(int, char**), int argc, char** argv);
+
+// ---- The model with the simple kernels (lessons 01–03): naive GEMM, bias and ReLU as separate kernels. ----
+
+// Y_l = relu(X_l·W_l + b_l) for each hidden layer; the last layer's Y is the logits (no ReLU).
+void forward_simple(Mlp& net, int rows, cudaStream_t stream);
+// From dlogits in net.layers.back().output_grad: dW_l = X_lᵀ·dY_l, db_l = Σ_rows dY_l, dX_l = dY_l·W_lᵀ masked by
+// the previous layer's ReLU.
+void backward_simple(Mlp& net, int rows, cudaStream_t stream);
+// One AdamW step (kernels/optimizers.cuh) on every weight and bias; step counts from 1.
+void adamw_update(Mlp& net, const TrainOptions& options, double lr, int step, cudaStream_t stream);
