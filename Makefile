@@ -24,7 +24,7 @@ help:
 	@echo "make data           download MNIST into data/mnist (MD5-checked)"
 	@echo "make all            build both flavors"
 	@echo "make cpu | cuda     build one flavor (build/cpu, build/cuda)"
-	@echo "make playground     build the playground/*.cu executables in both flavors"
+	@echo "make playground     build the playground/*.cu executables in both flavors (and the sanitizer tree, if made)"
 	@echo "make deps           install missing Debian/Ubuntu packages"
 	@echo "make clean          remove build/"
 
@@ -53,6 +53,7 @@ all: cpu cuda
 playground: build/cpu/CMakeCache.txt $(if $(NVCC),build/cuda/CMakeCache.txt)
 	cmake --build build/cpu -j $(JOBS) --target playground
 	$(if $(NVCC),cmake --build build/cuda -j $(JOBS) --target playground)
+	$(if $(wildcard build/cpu-sanitize/CMakeCache.txt),cmake --build build/cpu-sanitize -j $(JOBS) --target playground)
 
 test-cpu: cpu
 	$(CTEST) --test-dir build/cpu

@@ -100,6 +100,12 @@ class MemoryLedger {
 
     // cudaMemcpyAsync on `stream`, counted by direction and by whether the host side is pinned memory
     // allocated through this ledger (anything else counts as pageable).
+    // Completion rule: these return before the copy is done. With pinned host memory the copy engine reads or
+    // writes the host buffer whenever the stream gets there, so the caller must not refill the source, free it, or
+    // read the destination until the stream has passed the copy (an event or a synchronize after it). With
+    // pageable memory CUDA stages the bytes and the source may be reused on return, but a device→host destination
+    // still must not be read before a synchronize. Each caller says where its wait is.
+    // (The ledger itself never waits, and frees memory only when asked: cudaFree/cudaFreeHost wait for the device.)
     void copy_to_device(void* device_dst, const void* host_src, size_t bytes, cudaStream_t stream = 0);
     void copy_to_host(void* host_dst, const void* device_src, size_t bytes, cudaStream_t stream = 0);
     // For copies made some other way (cudaMemcpy2D, a copy in a library, ...).

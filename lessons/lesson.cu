@@ -195,7 +195,7 @@ int Lesson::finish() {
         std::vector<float> weight(size_t(layer.in) * layer.out), bias(size_t(layer.out));
         ledger.copy_to_host(weight.data(), layer.weight, weight.size() * sizeof(float));
         ledger.copy_to_host(bias.data(), layer.bias, bias.size() * sizeof(float));
-        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaDeviceSynchronize());  // the copies must have landed before the host reads the vectors
         checksum = fnv1a(weight.data(), weight.size() * sizeof(float), checksum);
         checksum = fnv1a(bias.data(), bias.size() * sizeof(float), checksum);
     }

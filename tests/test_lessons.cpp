@@ -27,20 +27,7 @@ using nlohmann::json;
 
 namespace {
 
-// A scratch directory for one test case's data and reports, removed when it ends.
-struct Scratch {
-    fs::path path;
-    Scratch() {
-        path = fs::temp_directory_path() / ("lesson_test_" + std::to_string(getpid()));
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~Scratch() {
-        std::error_code ignored;
-        fs::remove_all(path, ignored);
-    }
-    std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using Scratch = test_support::TempDir;  // one test case's data and reports
 
 // MNIST-like statistics without MNIST: mostly background (4 pixels in 5 are 0, as in MNIST), random ink, random
 // labels. Nothing to learn, so the loss stays near log 10 and comparing losses stays well conditioned (a learnable

@@ -22,21 +22,7 @@ using test_support::mnist_dir_for_tests;
 
 namespace {
 
-// A fresh empty directory under the system temp dir, removed at the end of the test.
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        static int counter = 0;
-        path = fs::temp_directory_path() / ("mnist_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~TempDir() {
-        std::error_code ignored;
-        fs::remove_all(path, ignored);
-    }
-    std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using TempDir = test_support::TempDir;
 
 void put_u32(std::vector<uint8_t>& bytes, uint32_t value) {
     for (int shift = 24; shift >= 0; shift -= 8) bytes.push_back(static_cast<uint8_t>(value >> shift));

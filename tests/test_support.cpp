@@ -55,6 +55,7 @@ ChildResult run_in_child(void (*body)()) {
         close(pipe_fds[0]);
         close(pipe_fds[1]);
         body();
+        cudaDeviceSynchronize();  // queued work runs, and its faults show (CUDA_CPU_ASYNC=1: launches return early)
         std::fflush(nullptr);
         std::_Exit(0);
     }
@@ -108,6 +109,19 @@ size_t count_mismatches(const std::vector<float>& got, const std::vector<double>
         ++mismatches;
     }
     return mismatches;
+}
+
+TempDir::TempDir() {
+    static int counter = 0;
+    path = std::filesystem::temp_directory_path() /
+           ("cuda_teach_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+}
+
+TempDir::~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
 }
 
 std::string mnist_dir_for_tests() {

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <random>
 #include <string>
@@ -55,6 +56,16 @@ struct ChildResult {
     std::string output;
 };
 ChildResult run_in_child(void (*body)());
+
+// A fresh empty directory under the system temp dir, removed (with what is in it) at the end of the test.
+struct TempDir {
+    std::filesystem::path path;
+    TempDir();
+    ~TempDir();
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    std::string file(const std::string& name) const { return (path / name).string(); }
+};
 
 // MNIST_DIR as an absolute path; a relative one (CI sets ../shared/data/mnist) is tried from the current directory
 // and from the repository root. "" when unset.
