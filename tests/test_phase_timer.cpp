@@ -129,9 +129,11 @@ TEST_CASE("phase timer: CUDA events around async work with the event pool reused
             timer.begin(Phase::forward, stream);
             CUDA_CHECK(cudaMemsetAsync(device, 0, bytes, stream));
 #if defined(CUDA_TEACH_CPU)
-            // On the cpu backend an event is stamped when the stream reaches it: the stream is idle by the time
-            // the host wakes up, so the pair must span at least the sleep. (On a GPU the same is likely but the
-            // driver may delay submitting the first event, so only the cpu flavor checks it.)
+            // On the cpu backend an event is stamped when the stream reaches it: once the stream is idle (made
+            // sure of here: with CUDA_CPU_ASYNC=1 it may still be behind), the pair must span at least the sleep.
+            // (On a GPU the same is likely but the driver may delay submitting the first event, so only the cpu
+            // flavor checks it.)
+            CUDA_CHECK(cudaStreamSynchronize(stream));
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
 #endif
             timer.end(Phase::forward, stream);

@@ -1,28 +1,19 @@
 // common/cpu_backend/host_api.cpp — the CUDA runtime API subset, on the CPU.
 //
 // "Device" memory is host memory from malloc, counted against an emulated capacity (CUDA_CPU_MEMORY, default 8G)
-// so that running out of memory behaves as on a GPU: cudaMalloc returns cudaErrorMemoryAllocation. Everything is
-// synchronous: a launch has finished when launch() returns, an async copy is a memcpy, and an event records the
-// host clock when it is recorded. That hides missing synchronization; run the suite on a GPU when you can.
-#include <chrono>
+// so that running out of memory behaves as on a GPU: cudaMalloc returns cudaErrorMemoryAllocation. By default
+// everything is synchronous: a launch has finished when launch() returns and an async copy is a memcpy, which hides
+// missing synchronization. With CUDA_CPU_ASYNC=1 copies and memsets are queued on their stream (streams.cpp) and
+// return when CUDA's rules let them: run the suite that way, and on a GPU when you can.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
 #include <map>
-#include <unordered_set>
 
 #include "common/cpu_backend/internal.h"
 #include "common/cpu_backend/runtime.h"
-
-struct CUstream_st {
-    unsigned flags;
-};
-struct CUevent_st {
-    std::chrono::steady_clock::time_point time;
-    bool recorded;
-};
 
 namespace cpu_backend {
 namespace {
@@ -49,7 +40,7 @@ struct Memory {
     size_t capacity = 8ull << 30;
     size_t used = 0;
     std::map<const char*, size_t> device;  // start → bytes, ordered so an address can be found inside a buffer
-    std::unordered_set<void*> pinned;
+    std::map<const char*, size_t> pinned;  // cudaHostAlloc'd: start → bytes
     Memory() {
         if (const char* c = std::getenv("CUDA_CPU_MEMORY")) capacity = parse_capacity(c);
     }
@@ -78,6 +69,21 @@ std::pair<const char*, size_t> device_buffer_holding(const void* address) {
 }
 
 bool is_device_address(const void* address) { return device_buffer_holding(address).first != nullptr; }
+
+bool is_pinned_range(const void* address, size_t bytes) {
+    auto& m = memory();
+    std::lock_guard lock(m.mutex);
+    const char* a = static_cast<const char*>(address);
+    auto it = m.pinned.upper_bound(a);
+    if (it == m.pinned.begin()) return false;
+    --it;
+    return a + bytes <= it->first + it->second;
+}
+
+// Host memory the copy engine cannot read directly: a copy from or to it is as synchronous as CUDA makes it.
+bool is_pageable(const void* address, size_t bytes) {
+    return !is_device_address(address) && !is_pinned_range(address, bytes);
+}
 
 bool is_device_range(const void* address, size_t bytes) {
     const auto [start, size] = device_buffer_holding(address);
@@ -245,13 +251,6 @@ cudaError_t cudaRuntimeGetVersion(int* version) {
     *version = 0;
     return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize() {
-    return cudaSuccess;
-}  // every launch and copy has already finished
-cudaError_t cudaDeviceReset() {
-    return cudaSuccess;
-}
-
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
     if (!free_bytes || !total_bytes) return record_error(cudaErrorInvalidValue);
     auto& m = cpu_backend::memory();
@@ -281,6 +280,7 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
 
 cudaError_t cudaFree(void* ptr) {
     if (!ptr) return cudaSuccess;
+    if (cpu_backend::async_mode()) cpu_backend::synchronize_device();  // as CUDA: queued work may still use it
     auto& m = cpu_backend::memory();
     std::lock_guard lock(m.mutex);
     const auto it = m.device.find(static_cast<const char*>(ptr));
@@ -299,7 +299,7 @@ cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int) {
     if (posix_memalign(&p, 256, bytes) != 0) return record_error(cudaErrorMemoryAllocation);
     auto& m = cpu_backend::memory();
     std::lock_guard lock(m.mutex);
-    m.pinned.insert(p);
+    m.pinned.emplace(static_cast<const char*>(p), bytes);
     *ptr = p;
     return cudaSuccess;
 }
@@ -309,14 +309,16 @@ cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
 
 cudaError_t cudaFreeHost(void* ptr) {
     if (!ptr) return cudaSuccess;
+    if (cpu_backend::async_mode()) cpu_backend::synchronize_device();
     auto& m = cpu_backend::memory();
     std::lock_guard lock(m.mutex);
-    if (m.pinned.erase(ptr) == 0) return record_error(cudaErrorInvalidValue);
+    if (m.pinned.erase(static_cast<const char*>(ptr)) == 0) return record_error(cudaErrorInvalidValue);
     std::free(ptr);
     return cudaSuccess;
 }
 
-cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+namespace {
+cudaError_t check_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
     if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return record_error(cudaErrorInvalidMemcpyDirection);
     if (bytes == 0) return cudaSuccess;
     if (!dst || !src) return record_error(cudaErrorInvalidValue);
@@ -330,7 +332,20 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
                                           : !cpu_backend::is_device_address(src);
         if (!dst_ok || !src_ok) return record_error(cudaErrorInvalidValue);
     }
-    std::memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+}  // namespace
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    if (const cudaError_t e = check_copy(dst, src, bytes, kind); e != cudaSuccess || bytes == 0) return e;
+    if (!cpu_backend::async_mode()) {
+        std::memmove(dst, src, bytes);
+        return cudaSuccess;
+    }
+    // On the legacy default stream. Device to device returns at once; anything touching the host returns when done.
+    const auto copy = [dst, src, bytes] { std::memmove(dst, src, bytes); };
+    if (cpu_backend::is_device_address(dst) && cpu_backend::is_device_address(src)) cpu_backend::enqueue(0, copy);
+    else cpu_backend::enqueue_and_wait(0, copy);
     return cudaSuccess;
 }
 cudaError_t cudaFuncSetAttribute(const void* kernel, cudaFuncAttribute attr, int value) {
@@ -338,71 +353,35 @@ cudaError_t cudaFuncSetAttribute(const void* kernel, cudaFuncAttribute attr, int
     return cpu_backend::set_max_dynamic_shared(kernel, value);
 }
 
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
-    return cudaMemcpy(dst, src, bytes, kind);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+    if (const cudaError_t e = check_copy(dst, src, bytes, kind); e != cudaSuccess || bytes == 0) return e;
+    if (!cpu_backend::async_mode()) {
+        std::memmove(dst, src, bytes);
+        return cudaSuccess;
+    }
+    // CUDA's rules for pageable host memory: a copy into it returns once done; a copy from it returns once the
+    // source has been staged. Pinned and device memory: returns at once, the copy runs when the stream gets to it.
+    if (cpu_backend::is_pageable(dst, bytes)) {
+        cpu_backend::enqueue_and_wait(stream, [dst, src, bytes] { std::memmove(dst, src, bytes); });
+    } else if (cpu_backend::is_pageable(src, bytes)) {
+        cpu_backend::enqueue_staged_copy(stream, dst, src, bytes);
+    } else {
+        cpu_backend::enqueue(stream, [dst, src, bytes] { std::memmove(dst, src, bytes); });
+    }
+    return cudaSuccess;
 }
 cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
+    return cudaMemsetAsync(ptr, value, bytes, 0);  // device memory: asynchronous with the host, as in CUDA
+}
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
     if (bytes == 0) return cudaSuccess;
     if (!ptr || !cpu_backend::is_device_range(ptr, bytes)) return record_error(cudaErrorInvalidValue);
-    std::memset(ptr, value, bytes);
+    if (!cpu_backend::async_mode()) {
+        std::memset(ptr, value, bytes);
+        return cudaSuccess;
+    }
+    cpu_backend::enqueue(stream, [ptr, value, bytes] { std::memset(ptr, value, bytes); });
     return cudaSuccess;
-}
-cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t) {
-    return cudaMemset(ptr, value, bytes);
 }
 
-// --- streams and events ------------------------------------------------------------------------------------------
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
-    if (!stream) return record_error(cudaErrorInvalidValue);
-    *stream = new CUstream_st{flags};
-    return cudaSuccess;
-}
-cudaError_t cudaStreamCreate(cudaStream_t* stream) {
-    return cudaStreamCreateWithFlags(stream, 0);
-}
-cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-    if (!stream) return record_error(cudaErrorInvalidResourceHandle);
-    delete stream;
-    return cudaSuccess;
-}
-cudaError_t cudaStreamSynchronize(cudaStream_t) {
-    return cudaSuccess;
-}
-cudaError_t cudaStreamQuery(cudaStream_t) {
-    return cudaSuccess;
-}
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t event, unsigned int) {
-    return event ? cudaSuccess : record_error(cudaErrorInvalidResourceHandle);
-}
-
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
-    if (!event) return record_error(cudaErrorInvalidValue);
-    *event = new CUevent_st{{}, false};
-    return cudaSuccess;
-}
-cudaError_t cudaEventCreate(cudaEvent_t* event) {
-    return cudaEventCreateWithFlags(event, 0);
-}
-cudaError_t cudaEventDestroy(cudaEvent_t event) {
-    if (!event) return record_error(cudaErrorInvalidResourceHandle);
-    delete event;
-    return cudaSuccess;
-}
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
-    if (!event) return record_error(cudaErrorInvalidResourceHandle);
-    event->time = std::chrono::steady_clock::now();  // all earlier work on the stream has already finished
-    event->recorded = true;
-    return cudaSuccess;
-}
-cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-    return event ? cudaSuccess : record_error(cudaErrorInvalidResourceHandle);
-}
-cudaError_t cudaEventQuery(cudaEvent_t event) {
-    return event ? cudaSuccess : record_error(cudaErrorInvalidResourceHandle);
-}
-cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
-    if (!ms) return record_error(cudaErrorInvalidValue);
-    if (!start || !end || !start->recorded || !end->recorded) return record_error(cudaErrorInvalidResourceHandle);
-    *ms = std::chrono::duration<float, std::milli>(end->time - start->time).count();
-    return cudaSuccess;
-}
+// Streams and events: streams.cpp.

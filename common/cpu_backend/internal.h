@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 
 #include "common/cpu_backend/runtime.h"
 
@@ -17,5 +18,19 @@ cudaError_t record_error(cudaError_t error);
 [[noreturn]] void fatal(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
 unsigned configured_workers();
+
+// --- asynchronous streams (streams.cpp) ----------------------------------------------------------------------------
+// Whether CUDA_CPU_ASYNC=1 (or set_async_streams) put the backend in asynchronous mode. The functions below are for
+// that mode only: in synchronous mode the caller does the work inline.
+bool async_mode();
+using Work = std::function<void()>;
+// Queues work on a stream (0: the legacy default stream) and returns at once.
+void enqueue(cudaStream_t stream, Work work);
+// Queues work and waits until it has run (a copy to pageable memory, a synchronous cudaMemcpy).
+void enqueue_and_wait(cudaStream_t stream, Work work);
+// Copies a pageable source aside now, then queues the copy from there: the caller may reuse its buffer at once.
+void enqueue_staged_copy(cudaStream_t stream, void* dst, const void* src, size_t bytes);
+// Waits until every stream has finished all work queued so far (cudaDeviceSynchronize).
+void synchronize_device();
 
 }  // namespace cpu_backend

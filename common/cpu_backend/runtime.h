@@ -8,10 +8,13 @@
 //     as a plain loop (the barrier-free fast path): no fibers, a few ns per thread;
 //   - warp collectives (__shfl_*_sync, __ballot_sync, __syncwarp, mma, ldmatrix) post each lane's input and yield;
 //     once every live lane of the mask has arrived the scheduler computes all results at once, with the PTX rules;
-//   - the host API is synchronous: a launch runs to completion, async copies are memcpy, events read the host clock.
+//   - the host API is synchronous by default: a launch runs to completion, async copies are memcpy, events read the
+//     host clock. With CUDA_CPU_ASYNC=1 each stream is a queue run by its own worker thread (streams.cpp), so calls
+//     return before their work runs and a missing wait gives wrong results, as on a GPU.
 // Environment: CUDA_CPU_WORKERS (OS threads running blocks, default 1: deterministic), CUDA_CPU_FUZZ=<seed>
-// (shuffle fiber order between sync points to expose missing barriers), CUDA_CPU_MEMORY (emulated device memory
-// capacity, e.g. 512M or 8G, default 8G), CUDA_CPU_STACK_KB (fiber stack size).
+// (shuffle fiber order between sync points to expose missing barriers; in asynchronous mode also delay each stream's
+// work by seeded random amounts), CUDA_CPU_ASYNC (0 or 1), CUDA_CPU_MEMORY (emulated device memory capacity, e.g.
+// 512M or 8G, default 8G), CUDA_CPU_STACK_KB (fiber stack size).
 #pragma once
 
 // libstdc++'s shared_ptr_base.h writes __attribute__((__noinline__)), which CUDA's __noinline__ macro would break:
@@ -83,12 +86,16 @@ struct KernelInvocation {
     void (*run)(const void* bound_kernel);
     const void* bound_kernel;
     const void* kernel_address;  // identifies the kernel (cudaFuncSetAttribute)
+    // A heap copy of bound_kernel and its release: asynchronous mode runs the kernel after launch() has returned.
+    const void* (*clone)(const void* bound_kernel);
+    void (*destroy)(const void* bound_kernel);
     const char* launch_file;     // where launch() was called
     int launch_line;
     const char* launch_function;
 };
 
-// Validates the configuration (sets the last error like CUDA does), then runs every block to completion.
+// Validates the configuration (sets the last error like CUDA does), then runs every block to completion (in
+// asynchronous mode: queues the grid on the stream).
 void run_grid(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream);
 
 // This worker's dynamic shared memory for the block being run (what `extern __shared__ T s[]` names on a GPU).
@@ -122,14 +129,17 @@ struct BoundKernel {
         const auto& bound = *static_cast<const BoundKernel*>(self);
         std::apply(bound.kernel, bound.args);  // each thread gets its own copy of every by-value parameter
     }
+    static const void* clone(const void* self) { return new BoundKernel(*static_cast<const BoundKernel*>(self)); }
+    static void destroy(const void* self) { delete static_cast<const BoundKernel*>(self); }
 };
 
 template <typename... KernelParams, typename... Args>
 void launch_kernel(void (*kernel)(KernelParams...), const LaunchGrid& grid, dim3 block, size_t shared_bytes,
                    cudaStream_t stream, Args&&... args) {
     const BoundKernel<KernelParams...> bound{kernel, {std::forward<Args>(args)...}};
-    const KernelInvocation invocation{&BoundKernel<KernelParams...>::run, &bound, reinterpret_cast<const void*>(kernel),
-                                      grid.file, grid.line, grid.function};
+    using Bound = BoundKernel<KernelParams...>;
+    const KernelInvocation invocation{&Bound::run,  &bound,     reinterpret_cast<const void*>(kernel),
+                                      &Bound::clone, &Bound::destroy, grid.file, grid.line, grid.function};
     run_grid(invocation, grid.dims, block, shared_bytes, stream);
 }
 
@@ -138,6 +148,14 @@ cudaError_t set_max_dynamic_shared(const void* kernel, int bytes);
 // Schedule fuzzing (what CUDA_CPU_FUZZ=<seed> turns on): shuffles the order in which fibers run between sync
 // points, and the order of threads on the fast path, so a missing barrier shows up as a wrong result.
 void set_schedule_fuzzing(bool enabled, uint64_t seed = 0);
+
+// Asynchronous streams (what CUDA_CPU_ASYNC=1 turns on): each stream's work runs in order on its own worker thread
+// and calls return before it runs. Switching off first waits for all queued work.
+void set_async_streams(bool enabled);
+bool async_streams();
+// In asynchronous mode, sleep a seeded random 0–2 ms before each stream item (CUDA_CPU_FUZZ=<seed> turns it on
+// together with schedule fuzzing); the same seed gives each stream the same delays.
+void set_stream_fuzzing(bool enabled, uint64_t seed = 0);
 
 }  // namespace cpu_backend
 

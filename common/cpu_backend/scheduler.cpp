@@ -458,7 +458,14 @@ void complete_barrier_or_fault(BlockRun& run) {
     run.at_barrier = 0;
 }
 
-void run_block(Worker& w, const KernelInvocation& kernel, uint3 block, uint64_t launch_number) {
+// How one launch's blocks are scheduled: fixed when launch() is called, even if the grid runs later.
+struct Schedule {
+    uint64_t launch_number;
+    bool fuzz;
+    uint64_t fuzz_seed;
+};
+
+void run_block(Worker& w, const KernelInvocation& kernel, uint3 block, const Schedule& schedule) {
     BlockRun& run = w.run;
     run.kernel = &kernel;
     run.block = block;
@@ -468,12 +475,13 @@ void run_block(Worker& w, const KernelInvocation& kernel, uint3 block, uint64_t 
     blockIdx = block;
     if (run.threads.size() < run.thread_count) run.threads.resize(run.thread_count);
 
-    const bool fuzz = config().fuzz;
+    const bool fuzz = schedule.fuzz;
     std::vector<unsigned>& order = w.order;  // the order of a pass (shuffled only when fuzzing)
     std::minstd_rand shuffle_rng;  // small state: seeding it per block costs nothing (a Mersenne Twister would)
     if (fuzz) {
         const uint64_t block_linear = (uint64_t(block.z) * gridDim.y + block.y) * gridDim.x + block.x;
-        const uint64_t seed = config().fuzz_seed * 0x9E3779B97F4A7C15ull ^ (launch_number << 32) ^ block_linear;
+        const uint64_t seed =
+            schedule.fuzz_seed * 0x9E3779B97F4A7C15ull ^ (schedule.launch_number << 32) ^ block_linear;
         shuffle_rng.seed(static_cast<uint32_t>(seed ^ seed >> 32));
         order.resize(run.thread_count);
         std::iota(order.begin(), order.end(), 0u);
@@ -602,7 +610,39 @@ cudaError_t set_max_dynamic_shared(const void* kernel, int bytes) {
     return cudaSuccess;
 }
 
-void run_grid(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t) {
+namespace {
+void run_grid_now(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t shared_bytes,
+                  const Schedule& schedule) {
+    const uint64_t block_count = uint64_t(grid.x) * grid.y * grid.z;
+    auto run_one = [&](uint64_t b) {
+        Worker& w = worker();
+        gridDim = {grid.x, grid.y, grid.z};
+        blockDim = {block.x, block.y, block.z};
+        // A GPU's shared memory starts as garbage: 0xFF bytes (NaN as floats) make reads of unwritten smem show.
+#if defined(CPU_BACKEND_ASAN)
+        // Only `shared_bytes` of the worker's buffer belong to this launch: past them is an overflow.
+        ASAN_UNPOISON_MEMORY_REGION(w.dynamic_shared.get(), kMaxSharedBytes);
+        ASAN_POISON_MEMORY_REGION(w.dynamic_shared.get() + shared_bytes, kMaxSharedBytes - shared_bytes);
+#endif
+        std::memset(w.dynamic_shared.get(), 0xFF, shared_bytes);
+        const uint3 block_index{static_cast<unsigned>(b % grid.x), static_cast<unsigned>(b / grid.x % grid.y),
+                                static_cast<unsigned>(b / (uint64_t(grid.x) * grid.y))};
+        run_block(w, kernel, block_index, schedule);
+        w.run.kernel = nullptr;  // sync points outside a kernel are errors
+    };
+    const unsigned workers = static_cast<unsigned>(std::min<uint64_t>(config().workers, block_count));
+    if (workers <= 1) {
+        for (uint64_t b = 0; b < block_count; ++b) run_one(b);
+    } else {
+        static WorkerPool& pool = *new WorkerPool;  // never destroyed: its threads wait on it until exit
+        static std::mutex pool_mutex;               // one grid at a time through the pool
+        std::lock_guard lock(pool_mutex);
+        pool.run(block_count, workers, run_one);
+    }
+}
+}  // namespace
+
+void run_grid(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream) {
     // The limits a GPU enforces at launch (compute capability 8.0 and later).
     const uint64_t threads = uint64_t(block.x) * block.y * block.z;
     if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535 ||
@@ -622,33 +662,24 @@ void run_grid(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t shar
         return;
     }
 
-    const uint64_t launch_number = launch_counter.fetch_add(1);
-    const uint64_t block_count = uint64_t(grid.x) * grid.y * grid.z;
-    auto run_one = [&](uint64_t b) {
-        Worker& w = worker();
-        gridDim = {grid.x, grid.y, grid.z};
-        blockDim = {block.x, block.y, block.z};
-        // A GPU's shared memory starts as garbage: 0xFF bytes (NaN as floats) make reads of unwritten smem show.
-#if defined(CPU_BACKEND_ASAN)
-        // Only `shared_bytes` of the worker's buffer belong to this launch: past them is an overflow.
-        ASAN_UNPOISON_MEMORY_REGION(w.dynamic_shared.get(), kMaxSharedBytes);
-        ASAN_POISON_MEMORY_REGION(w.dynamic_shared.get() + shared_bytes, kMaxSharedBytes - shared_bytes);
-#endif
-        std::memset(w.dynamic_shared.get(), 0xFF, shared_bytes);
-        const uint3 block_index{static_cast<unsigned>(b % grid.x), static_cast<unsigned>(b / grid.x % grid.y),
-                                static_cast<unsigned>(b / (uint64_t(grid.x) * grid.y))};
-        run_block(w, kernel, block_index, launch_number);
-        w.run.kernel = nullptr;  // sync points outside a kernel are errors
-    };
-    const unsigned workers = static_cast<unsigned>(std::min<uint64_t>(config().workers, block_count));
-    if (workers <= 1) {
-        for (uint64_t b = 0; b < block_count; ++b) run_one(b);
-    } else {
-        static WorkerPool& pool = *new WorkerPool;  // never destroyed: its threads wait on it until exit
-        static std::mutex pool_mutex;               // one grid at a time through the pool
-        std::lock_guard lock(pool_mutex);
-        pool.run(block_count, workers, run_one);
+    const Schedule schedule{launch_counter.fetch_add(1), config().fuzz, config().fuzz_seed};
+    if (async_mode()) [[unlikely]] {
+        // Queued on the stream's worker thread, which then runs the blocks (with its own fiber pool and, on the
+        // one-worker path, its own thread_local shared memory). One grid at a time process-wide: the sanitizer
+        // build's shared memory is a plain static, and float atomics stay deterministic. Copies still overlap.
+        KernelInvocation queued = kernel;
+        queued.bound_kernel = kernel.clone(kernel.bound_kernel);
+        enqueue(stream, [queued, grid, block, shared_bytes, schedule] {
+            {
+                static std::mutex& one_grid_at_a_time = *new std::mutex;
+                std::lock_guard lock(one_grid_at_a_time);
+                run_grid_now(queued, grid, block, shared_bytes, schedule);
+            }
+            queued.destroy(queued.bound_kernel);
+        });
+        return;
     }
+    run_grid_now(kernel, grid, block, shared_bytes, schedule);
 }
 
 unsigned configured_workers() {
