@@ -10,8 +10,8 @@
 //   grid's 65535 × 8 go round a grid-stride loop, since grid.y is limited to 65535 blocks); 4 elements per thread
 //   with 16-byte float4 accesses for the ReLUs when the pointers are 16-byte aligned (kVec), the n % 4 tail done
 //   element by element. These kernels move bytes and do almost no arithmetic, so the figure of merit is bandwidth
-//   (bench/bench.cu compares them with cudaMemcpy). In a training step, version 4 of the GEMM fuses bias + ReLU
-//   into its epilogue and these are not needed in the forward pass.
+//   (bench/bench.cu compares them with cudaMemcpy). Every GEMM step can fuse bias + ReLU into its epilogue
+//   (linear_forward); from lesson 04 on these are not needed in the forward pass.
 // launch: bias_add: block (32, 8), grid (ceil(cols / 32), min(ceil(rows / 8), 65535)); ReLUs: 256 threads,
 //         grid ceil(ceil(n / 4) / 256).
 #pragma once

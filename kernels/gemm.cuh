@@ -1,53 +1,32 @@
-// kernels/gemm.cuh — the GEMM entry point lessons call: every version behind one signature, plus the three GEMMs
-// of a linear layer spelled out.
+// kernels/gemm.cuh — the GEMM entry point lessons call: every step behind one signature, plus the three GEMMs of a
+// linear layer spelled out.
 //
-// defines: GemmVersion, gemm(version, ...), gemm_version_name, linear_forward, linear_backward_input,
-//          linear_backward_weight (and, through the includes, gemm_naive / gemm_coalesced / gemm_tiled /
-//          gemm_register_blocked, Transpose, GemmEpilogue).
+// defines: gemm(version, ...), linear_forward, linear_backward_input, linear_backward_weight; and, through the
+//          includes, GemmVersion, kGemmVersionCount, kFastestGemm, gemm_version_name, gemm_version_from_int
+//          (kernels/gemm_version.h, host-only: a .cpp file may include it), each step's launcher, Transpose,
+//          GemmEpilogue.
 //
-// The versions, each one idea on top of the previous (one file each):
-//   1 naive             kernels/gemm_naive.cuh             one thread per output, threadIdx.x → row
-//   2 coalesced         kernels/gemm_coalesced.cuh         threadIdx.x → column: a warp's accesses coalesce
-//   3 tiled             kernels/gemm_tiled.cuh             32×32 tiles staged through shared memory
-//   4 register_blocked  kernels/gemm_register_blocked.cuh  8×8 outputs per thread in registers, float4 loads,
-//                                                          double buffering, fused bias + ReLU epilogue
-// All versions take any sizes and leading dimensions and apply the epilogue (bias, ReLU) the same way; only version 4
-// is fast enough for the epilogue fusion to matter.
+// The staircase, each step one idea on top of the previous (one file each, read in this order):
+//   1 naive             gemm_v1_naive.cuh             one thread per output, threadIdx.x → row (mostly uncoalesced)
+//   2 coalesced         gemm_v2_coalesced.cuh         threadIdx.x → column: a warp's accesses coalesce
+//   3 smem_tiled        gemm_v3_smem_tiled.cuh        32×32 tiles staged through shared memory
+//   4 register_blocked  gemm_v4_register_blocked.cuh  8×8 outputs per thread in registers (128×128 or 64×64 tiles)
+//   5 vectorized        gemm_v5_vectorized.cuh        float4 loads and stores, k-major A tile: conflict-free
+//   6 double_buffered   gemm_v6_double_buffered.cuh   the next tiles load while this one is multiplied
+// Every step takes any M, N, K and leading dimensions and applies the epilogue (bias, ReLU, alpha, beta) the same
+// way (contract: gemm_common.cuh). Steps 4–6 give the same bits as each other.
 #pragma once
 
 #include <stdexcept>
-#include <string>
 
-#include "kernels/gemm_coalesced.cuh"
 #include "kernels/gemm_common.cuh"
-#include "kernels/gemm_naive.cuh"
-#include "kernels/gemm_register_blocked.cuh"
-#include "kernels/gemm_tiled.cuh"
-
-enum class GemmVersion { naive = 1, coalesced = 2, tiled = 3, register_blocked = 4 };
-inline constexpr int kGemmVersionCount = 4;
-
-inline const char* gemm_version_name(GemmVersion version) {
-    switch (version) {
-        case GemmVersion::naive:
-            return "naive";
-        case GemmVersion::coalesced:
-            return "coalesced";
-        case GemmVersion::tiled:
-            return "tiled";
-        case GemmVersion::register_blocked:
-            return "register_blocked";
-    }
-    return "unknown";
-}
-
-// For command-line flags: 1..4 → GemmVersion, anything else → std::invalid_argument.
-inline GemmVersion gemm_version_from_int(int version) {
-    if (version < 1 || version > kGemmVersionCount) {
-        throw std::invalid_argument("GEMM version must be 1..4, not " + std::to_string(version));
-    }
-    return static_cast<GemmVersion>(version);
-}
+#include "kernels/gemm_version.h"
+#include "kernels/gemm_v1_naive.cuh"
+#include "kernels/gemm_v2_coalesced.cuh"
+#include "kernels/gemm_v3_smem_tiled.cuh"
+#include "kernels/gemm_v4_register_blocked.cuh"
+#include "kernels/gemm_v5_vectorized.cuh"
+#include "kernels/gemm_v6_double_buffered.cuh"
 
 inline GemmLauncher gemm_launcher(GemmVersion version) {
     switch (version) {
@@ -55,15 +34,19 @@ inline GemmLauncher gemm_launcher(GemmVersion version) {
             return gemm_naive;
         case GemmVersion::coalesced:
             return gemm_coalesced;
-        case GemmVersion::tiled:
-            return gemm_tiled;
+        case GemmVersion::smem_tiled:
+            return gemm_smem_tiled;
         case GemmVersion::register_blocked:
             return gemm_register_blocked;
+        case GemmVersion::vectorized:
+            return gemm_vectorized;
+        case GemmVersion::double_buffered:
+            return gemm_double_buffered;
     }
-    throw std::invalid_argument("unknown GEMM version " + std::to_string(static_cast<int>(version)));
+    throw std::invalid_argument("gemm: a GemmVersion outside 1..kGemmVersionCount");
 }
 
-// C = act(alpha·op(A)·op(B) + beta·C + bias) with the chosen version (full contract in kernels/gemm_common.cuh).
+// C = act(alpha·op(A)·op(B) + beta·C + bias) with the chosen step (full contract in kernels/gemm_common.cuh).
 inline void gemm(GemmVersion version, Transpose op_a, Transpose op_b, int M, int N, int K, float alpha, const float* A,
                  int lda, const float* B, int ldb, float beta, float* C, int ldc, GemmEpilogue epilogue = {},
                  cudaStream_t stream = 0) {

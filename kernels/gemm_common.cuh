@@ -1,51 +1,46 @@
-// kernels/gemm_common.cuh — what every GEMM version shares: the contract, the epilogue, argument checks, the grid.
+// kernels/gemm_common.cuh — what every GEMM step shares: the contract, the epilogue, the host-side argument checks.
 //
-// Every version computes, for row-major matrices,
+// Every step (kernels/gemm_v1_naive.cuh … gemm_v6_double_buffered.cuh) computes, for row-major matrices,
 //     C = act( alpha · op(A) · op(B)  +  beta · C  +  bias )        op(A): M×K, op(B): K×N, C: M×N
 // where op(X) is X or Xᵀ (Transpose::yes), bias is a length-N row vector added to every row (or none), and act is
 // ReLU or the identity. A is stored M×K (lda ≥ K), or K×M (lda ≥ M) when transposed; B is K×N (ldb ≥ N), or N×K
-// (ldb ≥ K) when transposed. When beta == 0, C is not read (as in BLAS), so C may hold garbage or NaN.
+// (ldb ≥ K) when transposed. When beta == 0, C is not read (as in BLAS), so C may hold garbage or NaN. Any M, N, K
+// ≥ 0 works (1, 10, 784, primes, partial tiles).
+//
+// The CPU reference is reference::gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) in
+// common/reference_ops.h; every launcher and kernel takes its arguments in that order (the transposes first, then
+// the epilogue, which the reference does not have: the tests add bias and ReLU to its result).
 //
 // The three GEMMs of a linear layer Y = X·W (X: batch×in, W: in×out, both row-major):
 //     forward          Y  = X  · W    gemm(v, Transpose::no,  Transpose::no,  batch, out, in,  ...)  + bias, ReLU
 //     input gradient   dX = dY · Wᵀ   gemm(v, Transpose::no,  Transpose::yes, batch, in,  out, ...)
 //     weight gradient  dW = Xᵀ · dY   gemm(v, Transpose::yes, Transpose::no,  in,    out, batch, ...)
 // kernels/gemm.cuh wraps exactly these three as linear_forward / linear_backward_input / linear_backward_weight.
-//
-// Every version's launcher has the same signature (GemmLauncher below), so a lesson switches versions by changing
-// one word, and the diff between two consecutive version files is one idea.
+// (Both transposed works too; the tests run all four combinations.)
 #pragma once
 
-#include <cstddef>
+#include <climits>
 #include <cstdint>
-#include <sstream>
+#include <cstdio>
 #include <stdexcept>
-#include <string>
-#include <type_traits>
 
 #include "common/launch.h"
 
 enum class Transpose { no, yes };
 
-// What happens to each output after the dot product, in the same kernel (so the activation is written once):
+// What happens to each output after the dot product, in the same kernel (so an activation is written once):
 // add a bias row vector, then apply ReLU.
 struct GemmEpilogue {
     const float* bias = nullptr;  // length N, or nullptr for none
     bool relu = false;
 };
 
-// The one signature every version's launcher has.
+// The one signature every step's launcher has, so a lesson switches steps by changing one word.
 using GemmLauncher = void (*)(Transpose op_a, Transpose op_b, int M, int N, int K, float alpha, const float* A, int lda,
                               const float* B, int ldb, float beta, float* C, int ldc, GemmEpilogue epilogue,
                               cudaStream_t stream);
 
-// op(X)[row][col] for a matrix stored row-major with leading dimension ld (kTrans: stored transposed).
-template <bool kTrans>
-__host__ __device__ __forceinline__ float gemm_load(const float* X, int ld, int row, int col) {
-    return kTrans ? X[static_cast<size_t>(col) * ld + row] : X[static_cast<size_t>(row) * ld + col];
-}
-
-// The epilogue every version applies to one finished dot product `acc` for output (row, col):
+// The epilogue every step applies to one finished dot product `acc` for output (row, col):
 //     out = act(alpha·acc + beta·C_old + bias[col])
 __device__ __forceinline__ float gemm_epilogue_value(float acc, float alpha, float beta, const float* c_old,
                                                      const float* bias, bool relu, int col) {
@@ -56,54 +51,120 @@ __device__ __forceinline__ float gemm_epilogue_value(float acc, float alpha, flo
     return out;
 }
 
-// Host-side argument check shared by the launchers: one clear message instead of an out-of-bounds kernel.
-// Returns false when there is nothing to do (an empty output).
+// Every kernel is instantiated once per transpose combination (template <bool kTransA, bool kTransB>), so its
+// index arithmetic is fixed at compile time; the launcher picks the instantiation for (op_a, op_b).
+template <typename Kernel>
+Kernel gemm_pick_transposes(Transpose op_a, Transpose op_b, Kernel nn, Kernel nt, Kernel tn, Kernel tt) {
+    if (op_a == Transpose::no) return op_b == Transpose::no ? nn : nt;
+    return op_b == Transpose::no ? tn : tt;
+}
+
+// ---- Host-side argument checks -------------------------------------------------------------------------------------
+// A launch costs a few integer comparisons on the host: the message (a std::string) is built only when an argument
+// is wrong, in gemm_argument_error().
+
+[[noreturn]] inline void gemm_argument_error(const char* who, const char* problem, int M, int N, int K, int lda,
+                                             int ldb, int ldc) {
+    char text[320];
+    std::snprintf(text, sizeof text, "%s: %s (M=%d N=%d K=%d lda=%d ldb=%d ldc=%d)", who, problem, M, N, K, lda, ldb,
+                  ldc);
+    throw std::invalid_argument(text);
+}
+
+// The kernels index with int (A[row * lda + k]: legible, and all MNIST needs). An edge block forms addresses up to
+// one tile (≤ 128 rows) past a matrix's last row before its bounds check, hence the margin.
+inline bool gemm_fits_int_indexing(int rows, int ld) {
+    return (static_cast<long long>(rows) + 256) * ld <= INT_MAX;
+}
+
+// std::invalid_argument with one clear message for a bad call. Returns false when there is nothing to launch (an
+// empty output: M == 0 or N == 0).
 inline bool gemm_check_arguments(const char* who, Transpose op_a, Transpose op_b, int M, int N, int K, const float* A,
                                  int lda, const float* B, int ldb, const float* C, int ldc) {
-    std::ostringstream problem;
-    const int a_cols = op_a == Transpose::no ? K : M;  // columns of A as stored
-    const int b_cols = op_b == Transpose::no ? N : K;
+    const bool trans_a = op_a == Transpose::yes, trans_b = op_b == Transpose::yes;
+    const int a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;  // A as stored
+    const int b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
+    const char* problem = nullptr;
     if (M < 0 || N < 0 || K < 0) {
-        problem << "negative size M=" << M << " N=" << N << " K=" << K;
+        problem = "negative size";
     } else if (lda < (a_cols > 0 ? a_cols : 1)) {
-        problem << "lda=" << lda << " is smaller than A's " << a_cols << " columns";
+        problem = "lda is smaller than A's columns as stored (K, or M when op_a is Transpose::yes)";
     } else if (ldb < (b_cols > 0 ? b_cols : 1)) {
-        problem << "ldb=" << ldb << " is smaller than B's " << b_cols << " columns";
+        problem = "ldb is smaller than B's columns as stored (N, or K when op_b is Transpose::yes)";
     } else if (ldc < (N > 0 ? N : 1)) {
-        problem << "ldc=" << ldc << " is smaller than C's " << N << " columns";
+        problem = "ldc is smaller than N, C's columns";
     } else if (M > 0 && N > 0 && (C == nullptr || (K > 0 && (A == nullptr || B == nullptr)))) {
-        problem << "null matrix pointer";
+        problem = "null matrix pointer";
+    } else if (!gemm_fits_int_indexing(a_rows, lda) || !gemm_fits_int_indexing(b_rows, ldb) ||
+               !gemm_fits_int_indexing(M, ldc)) {
+        problem = "a matrix is too large for int index arithmetic (rows x leading dimension near 2^31)";
     }
-    const std::string message = problem.str();
-    if (!message.empty()) throw std::invalid_argument(std::string(who) + ": " + message);
+    if (problem != nullptr) gemm_argument_error(who, problem, M, N, K, lda, ldb, ldc);
     return M > 0 && N > 0;
 }
 
-// Calls f(std::bool_constant<trans_a>{}, std::bool_constant<trans_b>{}) so a launcher can pick one of the four
-// kernel instantiations with compile-time transposes (the index arithmetic then costs nothing at run time).
-template <typename F>
-void gemm_dispatch_transposes(Transpose op_a, Transpose op_b, F&& f) {
-    const bool ta = op_a == Transpose::yes;
-    const bool tb = op_b == Transpose::yes;
-    if (!ta && !tb) f(std::false_type{}, std::false_type{});
-    if (!ta && tb) f(std::false_type{}, std::true_type{});
-    if (ta && !tb) f(std::true_type{}, std::false_type{});
-    if (ta && tb) f(std::true_type{}, std::true_type{});
-}
-
-// The grid. Every version puts one tile coordinate on grid.x and the other on "grid y". grid.x may have 2^31 − 1
-// blocks, but grid.y and grid.z only 65535 each: a plain grid.y of ceil(M / 8) would cap version 2 at 524,280 rows.
-// gemm_grid() spreads the y tiles over grid.y × grid.z, and gemm_tile_y() in the kernel puts the index back together.
-// The last z slice may hold a few blocks past the last tile (fewer than grid.z); they lie outside the matrix and the
-// kernels' bounds checks leave them with nothing to do.
+// grid.x may have 2^31 − 1 blocks, grid.y only 65535. Every step puts one output dimension's tiles on grid.y (step
+// 1: N's, the others: M's); an output that would need more is refused rather than split over grid.z (MNIST's
+// largest, 60000 rows, needs 7500 blocks of 8).
 inline constexpr int kMaxGridY = 65535;
 
-inline dim3 gemm_grid(int tiles_x, int tiles_y) {
-    const int slices = ceil_div(tiles_y, kMaxGridY);  // grid.z
-    return dim3(static_cast<unsigned>(tiles_x), static_cast<unsigned>(ceil_div(tiles_y, slices)),
-                static_cast<unsigned>(slices));
+inline void gemm_check_grid_y(const char* who, const char* dimension, int size, int per_block) {
+    const long long blocks = ceil_div<long long>(size, per_block);
+    if (blocks <= kMaxGridY) return;
+    char text[320];
+    std::snprintf(text, sizeof text, "%s: %s=%d needs %lld blocks of %d along grid.y, whose limit is %d (so %s <= %d)",
+                  who, dimension, size, blocks, per_block, kMaxGridY, dimension, kMaxGridY * per_block);
+    throw std::invalid_argument(text);
 }
 
-__device__ __forceinline__ int gemm_tile_y() {
-    return static_cast<int>(blockIdx.z * gridDim.y + blockIdx.y);
+// ---- Block tiles of steps 4–6 --------------------------------------------------------------------------------------
+// Steps 4–6 compute a BM×BN = 128×128 tile of C per block (256 threads of 8×8 outputs each), or 64×64 (64 threads)
+// when 128×128 tiles would number fewer than 128: a batch-128 layer (128×1024: 8 tiles) would otherwise occupy 8
+// of an H200's 132 SMs. Each output sums its K terms in the same order either way (one fmaf per k, ascending), so the
+// two give the same bits; the tests force each through the steps' *_with_tile launchers and compare.
+enum class GemmTile { t64 = 64, t128 = 128 };
+
+inline GemmTile gemm_tile_for(int M, int N) {
+    const long long tiles_128 = static_cast<long long>(ceil_div(M, 128)) * ceil_div(N, 128);
+    return tiles_128 < 128 ? GemmTile::t64 : GemmTile::t128;
+}
+
+// ---- 16-byte accesses of steps 5–6 -------------------------------------------------------------------------------
+
+// p[0..3], of which the first `in_bounds` exist (≤ 0: none; ≥ 4: all). One 16-byte load when all 4 exist and
+// use_float4 says p is 16-byte aligned; otherwise one float at a time, the missing ones 0.
+__device__ __forceinline__ float4 load_4_floats(const float* p, int in_bounds, bool use_float4) {
+    if (use_float4 && in_bounds >= 4) return *reinterpret_cast<const float4*>(p);
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (in_bounds > 0) v.x = p[0];
+    if (in_bounds > 1) v.y = p[1];
+    if (in_bounds > 2) v.z = p[2];
+    if (in_bounds > 3) v.w = p[3];
+    return v;
+}
+
+// float4 access needs every row start 16-byte aligned. (cudaMalloc returns 256-byte aligned memory; a view at an
+// offset may not be.)
+inline bool gemm_can_use_float4(const float* A, int lda, const float* B, int ldb, const float* C, int ldc) {
+    const auto aligned = [](const float* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    return lda % 4 == 0 && ldb % 4 == 0 && ldc % 4 == 0 && aligned(A) && aligned(B) && aligned(C);
+}
+
+// The epilogue for 4 consecutive outputs c[0..3] of a row of C (columns col..col + 3), of which the first
+// `in_bounds` exist, from the finished dot products acc4[0..3]. One 16-byte store (and one 16-byte load of the old
+// C when beta ≠ 0) when all 4 exist and use_float4 says c is 16-byte aligned; otherwise one float at a time.
+__device__ __forceinline__ void gemm_epilogue_4(float* c, int in_bounds, bool use_float4, const float* acc4,
+                                                float alpha, float beta, const float* bias, bool relu, int col) {
+    if (use_float4 && in_bounds >= 4) {
+        float4 old = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (beta != 0.0f) old = *reinterpret_cast<const float4*>(c);
+        *reinterpret_cast<float4*>(c) =
+            make_float4(gemm_epilogue_value(acc4[0], alpha, beta, &old.x, bias, relu, col),
+                        gemm_epilogue_value(acc4[1], alpha, beta, &old.y, bias, relu, col + 1),
+                        gemm_epilogue_value(acc4[2], alpha, beta, &old.z, bias, relu, col + 2),
+                        gemm_epilogue_value(acc4[3], alpha, beta, &old.w, bias, relu, col + 3));
+        return;
+    }
+    for (int j = 0; j < 4 && j < in_bounds; ++j)
+        c[j] = gemm_epilogue_value(acc4[j], alpha, beta, c + j, bias, relu, col + j);
 }

@@ -89,6 +89,14 @@ bool Lesson::on_cpu_backend() const {
     return std::string(BACKEND_NAME) == "cpu";
 }
 
+bool Lesson::streams_overlap() const {
+#if defined(CUDA_TEACH_CPU)
+    return cpu_backend::async_streams();
+#else
+    return true;
+#endif
+}
+
 size_t Lesson::batches_per_epoch() const {
     return batch_count(data.train.count, options.batch);
 }
@@ -105,7 +113,7 @@ int Lesson::rows_in_batch(size_t batch_index) const {
     return int(std::min<size_t>(options.batch, data.train.count - batch_index * size_t(options.batch)));
 }
 
-Mlp& Lesson::model(int staging_slots, bool stage_raw_pixels) {
+Mlp& Lesson::model(int staging_slots, bool stage_raw_pixels, size_t extra_device_bytes) {
     if (model_allocated_) throw std::logic_error("Lesson::model: called twice");
     ModelShape shape{options.layer_sizes(), options.batch, sizeof(float), sizeof(float), options.optimizer, false};
     shape.staging_slots = staging_slots;
@@ -115,8 +123,8 @@ Mlp& Lesson::model(int staging_slots, bool stage_raw_pixels) {
     const size_t test_bytes = data.test.count * (kMnistPixels + 1);
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-    const std::string problem =
-        check_device_fits(shape, test_bytes, "the test set", usable_device_bytes(free_bytes, total_bytes));
+    const std::string problem = check_device_fits(shape, test_bytes + extra_device_bytes, "the test set",
+                                                  usable_device_bytes(free_bytes, total_bytes));
     if (!problem.empty()) {
         std::fprintf(stderr, "%s: %s\n", program_.c_str(), problem.c_str());
         std::exit(2);
@@ -308,3 +316,81 @@ void adamw_update(Mlp& net, const TrainOptions& o, double lr, int step, cudaStre
         adamw_step(layer.bias, layer.bias_grad, layer.bias_m, layer.bias_v, size_t(layer.out), h, step, stream);
     }
 }
+
+// ---- The fast model (lesson 04 on) ----
+
+void forward_fast(Mlp& net, int rows, GemmVersion gemm_version, cudaStream_t stream) {
+    const float* x = net.input;
+    for (size_t l = 0; l < net.layers.size(); ++l) {
+        Mlp::Layer& layer = net.layers[l];
+        const bool relu = l + 1 < net.layers.size();
+        linear_forward(gemm_version, x, layer.weight, layer.bias, relu, layer.output, rows, layer.in, layer.out,
+                       stream);  // Y = act(X·W + b): one kernel, Y written once
+        x = layer.output;
+    }
+}
+
+void backward_fast(Mlp& net, int rows, GemmVersion gemm_version, float* workspace, size_t workspace_floats,
+                   cudaStream_t stream) {
+    for (size_t l = net.layers.size(); l-- > 0;) {
+        Mlp::Layer& layer = net.layers[l];
+        const float* x = l == 0 ? net.input : net.layers[l - 1].output;
+        linear_backward_weight(gemm_version, x, layer.output_grad, layer.weight_grad, rows, layer.in, layer.out, 0.0f,
+                               stream);  // dW = Xᵀ·dY
+        bias_grad_two_pass(layer.output_grad, layer.bias_grad, rows, layer.out, layer.out, 0.0f, workspace,
+                           workspace_floats, stream);  // db = Σ dY, every row chunk in parallel
+        if (l > 0) {
+            Mlp::Layer& previous = net.layers[l - 1];
+            linear_backward_input(gemm_version, layer.output_grad, layer.weight, previous.output_grad, rows, layer.in,
+                                  layer.out, stream);  // dX = dY·Wᵀ
+            relu_backward(previous.output_grad, previous.output, previous.output_grad, size_t(rows) * layer.in,
+                          stream);
+        }
+    }
+}
+
+// One training step's forward and backward with every step of the GEMM staircase, timed with CUDA events (no
+// optimizer step: the weights stay as trained). At batch 128 a layer's GEMM is a fraction of a GFLOP, which a GPU
+// finishes in microseconds — about what a kernel launch costs — so there the last steps are launch-bound; with
+// --batch 1024 or more they are compute-bound and the staircase shows its full height.
+void print_gemm_staircase(Lesson& lesson, Mlp& net, float* workspace, size_t workspace_floats, cudaStream_t stream) {
+    const int rows = lesson.options.batch, repeats = lesson.on_cpu_backend() ? 1 : 20;
+    double flops = 0;  // forward: 2·rows·in·out per layer; backward: twice that (dW and dX)
+    for (const Mlp::Layer& layer : net.layers) flops += 2.0 * rows * layer.in * layer.out;
+    TextTable table({"GEMM step", "forward ms", "backward ms", "GFLOP/s", "speed-up vs v1"}, "lrrrr");
+    PhaseTimer timer;
+    double v1_ms = 0;
+    for (int v = 1; v <= kGemmVersionCount; ++v) {
+        const GemmVersion version = gemm_version_from_int(v);
+        timer.begin_epoch(v);
+        for (int repeat = 0; repeat < repeats; ++repeat) {
+            {
+                auto t = timer.scope(Phase::forward, stream);
+                forward_fast(net, rows, version, stream);
+            }
+            {
+                auto t = timer.scope(Phase::backward, stream);
+                backward_fast(net, rows, version, workspace, workspace_floats, stream);
+            }
+        }
+        const EpochTiming& timing = timer.end_epoch();
+        const double forward_ms = timing[Phase::forward].ms / repeats, backward_ms = timing[Phase::backward].ms / repeats;
+        if (v == 1) v1_ms = forward_ms + backward_ms;
+        char cells[4][32];
+        std::snprintf(cells[0], sizeof cells[0], "%.3f", forward_ms);
+        std::snprintf(cells[1], sizeof cells[1], "%.3f", backward_ms);
+        std::snprintf(cells[2], sizeof cells[2], "%.1f", 3.0 * flops / ((forward_ms + backward_ms) * 1e6));
+        std::snprintf(cells[3], sizeof cells[3], "%.2f×", v1_ms / (forward_ms + backward_ms));
+        char step[64], forward_key[32], backward_key[32];
+        std::snprintf(step, sizeof step, "v%d %s", v, gemm_version_name(version));
+        std::snprintf(forward_key, sizeof forward_key, "gemm_v%d_forward_ms", v);
+        std::snprintf(backward_key, sizeof backward_key, "gemm_v%d_backward_ms", v);
+        table.add_row({step, cells[0], cells[1], cells[2], cells[3]});
+        lesson.add_result(forward_key, forward_ms);
+        lesson.add_result(backward_key, backward_ms);
+    }
+    std::printf("\none training step of %d images with each GEMM step (%s, mean of %d):\n%s", rows,
+                lesson.on_cpu_backend() ? "CPU timings" : "CUDA events", repeats, table.render().c_str());
+    std::fflush(stdout);
+}
+

@@ -36,6 +36,7 @@
 #include "common/mnist.h"
 #include "common/phase_timer.h"
 #include "common/report.h"
+#include "kernels/gemm_version.h"  // GemmVersion (host-only: this header is also read by g++ in the cuda flavor)
 
 using Mlp = MlpBuffers<float, float>;
 
@@ -63,7 +64,8 @@ class Lesson {
     // Weights and biases are the Philox initialization (init_parameters), optimizer state zeroed, and the test set
     // uploaded once (it stays on the device: evaluating it moves no pixels). `staging_slots` and
     // `stage_raw_pixels` are ModelShape's. Call once.
-    Mlp& model(int staging_slots = 1, bool stage_raw_pixels = true);
+    // `extra_device_bytes`: device memory the lesson allocates itself next to the model (counted in the fit check).
+    Mlp& model(int staging_slots = 1, bool stage_raw_pixels = true, size_t extra_device_bytes = 0);
 
     size_t batches_per_epoch() const;            // ⌈training images / batch⌉
     long total_steps() const;                    // batches_per_epoch · epochs
@@ -94,6 +96,9 @@ class Lesson {
 
     const std::string& program() const { return program_; }
     bool on_cpu_backend() const;
+    // Can work on two streams run at the same time here? On a GPU, yes; on the CPU backend only with
+    // CUDA_CPU_ASYNC=1 (by default it runs each call to completion before returning).
+    bool streams_overlap() const;
 
   private:
     std::string program_;
@@ -116,5 +121,18 @@ void forward_simple(Mlp& net, int rows, cudaStream_t stream);
 // From dlogits in net.layers.back().output_grad: dW_l = X_lᵀ·dY_l, db_l = Σ_rows dY_l, dX_l = dY_l·W_lᵀ masked by
 // the previous layer's ReLU.
 void backward_simple(Mlp& net, int rows, cudaStream_t stream);
+// ---- The model with the fast kernels (lesson 04 on): any step of the GEMM staircase (kernels/gemm.cuh). ----
+
+// Y_l = relu(X_l·W_l + b_l) in one kernel per layer: bias and ReLU fused into the GEMM's epilogue.
+void forward_fast(Mlp& net, int rows, GemmVersion gemm_version, cudaStream_t stream);
+// As backward_simple, with `gemm_version` for the two GEMMs per layer and the two-pass bias gradient
+// (bias_grad_two_pass) in `workspace` (bias_grad_workspace_floats(batch, widest layer) floats).
+void backward_fast(Mlp& net, int rows, GemmVersion gemm_version, float* workspace, size_t workspace_floats,
+                   cudaStream_t stream);
+
+// Times one training step's forward and backward with every step of the GEMM staircase and prints a table (lesson
+// 04); the weights do not change. Also records each step's times in the JSON results.
+void print_gemm_staircase(Lesson& lesson, Mlp& net, float* workspace, size_t workspace_floats, cudaStream_t stream);
+
 // One AdamW step (kernels/optimizers.cuh) on every weight and bias; step counts from 1.
 void adamw_update(Mlp& net, const TrainOptions& options, double lr, int step, cudaStream_t stream);

@@ -1,5 +1,6 @@
-// tests/test_kernels_elementwise.cu — normalize, bias add, ReLU forward/backward and the bias gradient
-// against the float64 reference, at awkward sizes, aligned (float4 path) and misaligned (element-wise path).
+// tests/test_kernels_elementwise.cu — normalize, bias add and ReLU forward/backward against the float64 reference,
+// at awkward sizes, aligned (float4 path) and misaligned (element-wise path). The bias gradient has its own file,
+// tests/test_kernels_bias_grad.cu.
 #include "tests/test_support.h"  // first: Catch2 pulls in <memory> before the backend's macros
 
 #include <cstdint>
@@ -7,7 +8,6 @@
 #include <vector>
 
 #include "common/reference_ops.h"
-#include "kernels/bias_grad.cuh"
 #include "kernels/elementwise.cuh"
 #include "kernels/normalize.cuh"
 
@@ -145,44 +145,4 @@ TEST_CASE("relu_forward and relu_backward match the reference exactly at any siz
                     0);
         }
     }
-}
-
-TEST_CASE("bias_grad column sums match the reference and are bitwise reproducible", "[kernels][bias_grad]") {
-    REQUIRE_DEVICE();
-    auto rng = test_support::rng_for_test();
-    struct Shape {
-        int rows, cols, ldy;
-    };
-    for (Shape s : {Shape{1, 1, 1}, Shape{97, 1024, 1024}, Shape{1024, 10, 10}, Shape{33, 65, 67}, Shape{0, 5, 5},
-                    Shape{31, 31, 32}}) {
-        INFO("rows=" << s.rows << " cols=" << s.cols << " ldy=" << s.ldy);
-        const std::vector<float> dy = test_support::random_floats(rng, static_cast<size_t>(s.rows) * s.ldy + 1);
-        DeviceBuffer<float> d_dy(dy), d_db(s.cols + 1), d_db2(s.cols + 1);
-        bias_grad(d_dy.get(), d_db.get(), s.rows, s.cols, s.ldy);
-        bias_grad(d_dy.get(), d_db2.get(), s.rows, s.cols, s.ldy);
-        std::vector<double> ref(s.cols);
-        const std::vector<double> dy_d = to_double(dy);
-        reference::bias_grad(s.rows, s.cols, dy_d.data(), s.ldy, ref.data());
-        std::vector<float> got = d_db.download();
-        const std::vector<float> again = d_db2.download();
-        REQUIRE(std::memcmp(got.data(), again.data(), got.size() * sizeof(float)) == 0);
-        REQUIRE(std::isnan(got.back()));  // nothing written past cols
-        got.pop_back();
-        REQUIRE(count_mismatches(got, ref, 1e-6 * s.rows + 1e-7, 1e-6, "db") == 0);
-    }
-}
-
-TEST_CASE("bias_grad with beta accumulates into the existing gradient", "[kernels][bias_grad]") {
-    REQUIRE_DEVICE();
-    auto rng = test_support::rng_for_test();
-    const int rows = 50, cols = 70;
-    const std::vector<float> dy = test_support::random_floats(rng, rows * cols);
-    const std::vector<float> db0 = test_support::random_floats(rng, cols);
-    DeviceBuffer<float> d_dy(dy), d_db(db0);
-    bias_grad(d_dy.get(), d_db.get(), rows, cols, cols, /*beta=*/0.5f);
-    std::vector<double> ref(cols);
-    const std::vector<double> dy_d = to_double(dy);
-    reference::bias_grad(rows, cols, dy_d.data(), cols, ref.data());
-    for (int c = 0; c < cols; ++c) ref[c] += 0.5 * db0[c];
-    REQUIRE(count_mismatches(d_db.download(), ref, 1e-5, 1e-6, "db") == 0);
 }

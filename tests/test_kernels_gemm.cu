@@ -1,16 +1,20 @@
-// tests/test_kernels_gemm.cu — every GEMM version, every transpose, against the float64 reference.
+// tests/test_kernels_gemm.cu — every GEMM step, every transpose combination, against the float64 reference.
 //
-// Sizes: 1×1×1, the MLP's shapes at batch 97 (784 → 1024, its two backward GEMMs), 10-wide outputs, primes,
-// and sizes one off every tile boundary (8: v4's BK, 32: v1-v3, 64 and 128: v4's tiles). Padding and
-// misaligned pointers exercise v4's element-wise fallback. Input padding holds NaN (a kernel that reads it
-// fails), output padding must come back untouched, and the output starts as NaN (a kernel that skips an
-// element fails).
+// Sizes: 1×1×1, K = 0, primes, sizes one off every tile edge of every step (8: steps 1–2's block rows and steps
+// 4–6's BK; 32: steps 1–3's tiles; 64 and 128: steps 4–6's block tiles), the MLP's first layer (784 → 1024) and its
+// 10-wide output layer at batch 97. Padded leading dimensions and misaligned pointers exercise steps 5–6's
+// element-wise fallback; aligned ones their float4 path. Input padding holds NaN (a kernel that reads it fails),
+// output padding must come back untouched, and the output starts as NaN (a kernel that skips an element fails).
+// Steps 4–6 are forced through both block tiles and must agree bit for bit.
 #include "tests/test_support.h"  // first: Catch2 pulls in <memory> before the backend's macros
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -24,6 +28,7 @@ using test_support::DeviceBuffer;
 
 constexpr uint32_t kPoisonBits = 0xFFFFFFFFu;  // what DeviceBuffer's 0xFF poison makes of a float (a NaN)
 const float kPoison = std::bit_cast<float>(kPoisonBits);
+constexpr Transpose kTransposes[2] = {Transpose::no, Transpose::yes};
 
 struct GemmCase {
     int M, N, K;
@@ -33,12 +38,53 @@ struct GemmCase {
     bool bias = false, relu = false;
 };
 
-std::string describe(GemmVersion v, Transpose ta, Transpose tb, const GemmCase& c) {
+// One GEMM call with the GemmLauncher arguments (stream 0): a step through gemm(), or a step with a forced tile.
+using GemmRun = std::function<void(Transpose, Transpose, int, int, int, float, const float*, int, const float*, int,
+                                   float, float*, int, GemmEpilogue)>;
+
+GemmRun run_version(GemmVersion v) {
+    return [v](Transpose ta, Transpose tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+               int ldb, float beta, float* C, int ldc,
+               GemmEpilogue epilogue) { gemm(v, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue); };
+}
+
+using WithTile = void (*)(GemmTile, Transpose, Transpose, int, int, int, float, const float*, int, const float*, int,
+                          float, float*, int, GemmEpilogue, cudaStream_t);
+
+GemmRun run_with_tile(WithTile with_tile, GemmTile tile) {
+    return [with_tile, tile](Transpose ta, Transpose tb, int M, int N, int K, float alpha, const float* A, int lda,
+                             const float* B, int ldb, float beta, float* C, int ldc, GemmEpilogue epilogue) {
+        with_tile(tile, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue, 0);
+    };
+}
+
+// Steps 4–6 with each block tile: six runs that must give the same bits.
+struct TiledRun {
+    const char* name;
+    GemmRun run;
+};
+std::vector<TiledRun> steps_4_to_6_with_both_tiles() {
+    return {{"register_blocked 64", run_with_tile(gemm_register_blocked_with_tile, GemmTile::t64)},
+            {"register_blocked 128", run_with_tile(gemm_register_blocked_with_tile, GemmTile::t128)},
+            {"vectorized 64", run_with_tile(gemm_vectorized_with_tile, GemmTile::t64)},
+            {"vectorized 128", run_with_tile(gemm_vectorized_with_tile, GemmTile::t128)},
+            {"double_buffered 64", run_with_tile(gemm_double_buffered_with_tile, GemmTile::t64)},
+            {"double_buffered 128", run_with_tile(gemm_double_buffered_with_tile, GemmTile::t128)}};
+}
+
+// Inputs of one GEMM in host memory, laid out as the kernels see them (leading dimensions, offset, poison).
+struct GemmProblem {
+    GemmCase c;
+    Transpose ta, tb;
+    int lda, ldb, ldc;
+    std::vector<float> a, b, c_init, bias;
+};
+
+std::string describe(const GemmProblem& p) {
     std::ostringstream s;
-    s << "gemm " << gemm_version_name(v) << " op_a=" << (ta == Transpose::yes ? "T" : "N")
-      << " op_b=" << (tb == Transpose::yes ? "T" : "N") << " M=" << c.M << " N=" << c.N << " K=" << c.K
-      << " pad=" << c.pad << " offset=" << c.offset << " alpha=" << c.alpha << " beta=" << c.beta << " bias=" << c.bias
-      << " relu=" << c.relu;
+    s << "op_a=" << (p.ta == Transpose::yes ? "T" : "N") << " op_b=" << (p.tb == Transpose::yes ? "T" : "N")
+      << " M=" << p.c.M << " N=" << p.c.N << " K=" << p.c.K << " pad=" << p.c.pad << " offset=" << p.c.offset
+      << " alpha=" << p.c.alpha << " beta=" << p.c.beta << " bias=" << p.c.bias << " relu=" << p.c.relu;
     return s.str();
 }
 
@@ -53,147 +99,130 @@ std::vector<float> make_matrix(std::mt19937_64& rng, int rows, int cols, int ld,
     return m;
 }
 
-void check_gemm(GemmVersion v, Transpose ta, Transpose tb, const GemmCase& c, std::mt19937_64& rng) {
-    INFO(describe(v, ta, tb, c));
+GemmProblem make_problem(std::mt19937_64& rng, Transpose ta, Transpose tb, const GemmCase& c) {
+    GemmProblem p{c, ta, tb, 0, 0, 0, {}, {}, {}, {}};
     const bool trans_a = ta == Transpose::yes, trans_b = tb == Transpose::yes;
     const int a_rows = trans_a ? c.K : c.M, a_cols = trans_a ? c.M : c.K;
     const int b_rows = trans_b ? c.N : c.K, b_cols = trans_b ? c.K : c.N;
-    const int lda = std::max(a_cols, 1) + c.pad, ldb = std::max(b_cols, 1) + c.pad, ldc = std::max(c.N, 1) + c.pad;
-
-    const std::vector<float> a = make_matrix(rng, a_rows, a_cols, lda, c.offset);
-    const std::vector<float> b = make_matrix(rng, b_rows, b_cols, ldb, c.offset);
+    p.lda = std::max(a_cols, 1) + c.pad;
+    p.ldb = std::max(b_cols, 1) + c.pad;
+    p.ldc = std::max(c.N, 1) + c.pad;
+    p.a = make_matrix(rng, a_rows, a_cols, p.lda, c.offset);
+    p.b = make_matrix(rng, b_rows, b_cols, p.ldb, c.offset);
     // With beta == 0 the output starts as all poison; otherwise random values inside, poison in the padding.
-    std::vector<float> c_init = c.beta != 0.0f
-                                    ? make_matrix(rng, c.M, c.N, ldc, c.offset)
-                                    : std::vector<float>(c.offset + static_cast<size_t>(c.M) * ldc + 1, kPoison);
-    const std::vector<float> bias = test_support::random_floats(rng, std::max(c.N, 1));
+    p.c_init = c.beta != 0.0f ? make_matrix(rng, c.M, c.N, p.ldc, c.offset)
+                              : std::vector<float>(c.offset + static_cast<size_t>(c.M) * p.ldc + 1, kPoison);
+    p.bias = test_support::random_floats(rng, std::max(c.N, 1));
+    return p;
+}
 
-    DeviceBuffer<float> d_a(a), d_b(b), d_c(c_init), d_bias(bias);
+// Tolerance for a float result: each of the K products rounds once (float epsilon, relative), and the partial sums
+// of K products of values in [-1, 1] can grow with K; a wrong index or a missed term is off by O(1) instead.
+double abs_tolerance(const GemmCase& c) {
+    constexpr double eps = std::numeric_limits<float>::epsilon();
+    return 8.0 * eps * (std::fabs(c.alpha) * c.K + std::fabs(c.beta) + 2.0);
+}
+constexpr double kRelTolerance = 64.0 * std::numeric_limits<float>::epsilon();
+
+// Runs the GEMM on the device, checks it against the float64 reference (plus bias and ReLU) and that nothing
+// outside the matrix was written. Returns the whole output buffer (for bitwise comparisons).
+std::vector<float> run_and_check(const GemmProblem& p, const GemmRun& run, const std::string& name) {
+    INFO(name << " " << describe(p));
+    const GemmCase& c = p.c;
+    DeviceBuffer<float> d_a(p.a), d_b(p.b), d_c(p.c_init), d_bias(p.bias);
     const GemmEpilogue epilogue{c.bias ? d_bias.get() : nullptr, c.relu};
-    gemm(v, ta, tb, c.M, c.N, c.K, c.alpha, d_a.get() + c.offset, lda, d_b.get() + c.offset, ldb, c.beta,
-         d_c.get() + c.offset, ldc, epilogue);
+    run(p.ta, p.tb, c.M, c.N, c.K, c.alpha, d_a.get() + c.offset, p.lda, d_b.get() + c.offset, p.ldb, c.beta,
+        d_c.get() + c.offset, p.ldc, epilogue);
     const std::vector<float> got_all = d_c.download();
 
+    std::vector<double> c_ref(p.c_init.begin() + c.offset, p.c_init.end());
+    reference::gemm<float, double>(p.ta == Transpose::yes, p.tb == Transpose::yes, c.M, c.N, c.K, c.alpha,
+                                   p.a.data() + c.offset, p.lda, p.b.data() + c.offset, p.ldb, c.beta, c_ref.data(),
+                                   p.ldc);
     std::vector<double> ref(static_cast<size_t>(c.M) * c.N);
     std::vector<float> got(ref.size());
-    std::vector<double> c_old(c_init.begin() + c.offset, c_init.end());
-    reference::gemm<float, double>(trans_a, trans_b, c.M, c.N, c.K, c.alpha, a.data() + c.offset, lda,
-                                   b.data() + c.offset, ldb, c.beta, c_old.data(), ldc);
     for (int r = 0; r < c.M; ++r) {
         for (int col = 0; col < c.N; ++col) {
-            double value = c_old[static_cast<size_t>(r) * ldc + col];
-            if (c.bias) value += bias[col];
+            double value = c_ref[static_cast<size_t>(r) * p.ldc + col];
+            if (c.bias) value += p.bias[col];
             if (c.relu) value = std::max(value, 0.0);
             ref[static_cast<size_t>(r) * c.N + col] = value;
-            got[static_cast<size_t>(r) * c.N + col] = got_all[c.offset + static_cast<size_t>(r) * ldc + col];
+            got[static_cast<size_t>(r) * c.N + col] = got_all[c.offset + static_cast<size_t>(r) * p.ldc + col];
         }
     }
-    // Each output sums K products of values in [-1, 1]: the float rounding error grows with K.
-    const double abs_tol = 1e-6 * c.K + 1e-6, rel_tol = 1e-5;
-    REQUIRE(test_support::count_mismatches(got, ref, abs_tol, rel_tol, "C") == 0);
+    REQUIRE(test_support::count_mismatches(got, ref, abs_tolerance(c), kRelTolerance, "C") == 0);
 
     // Nothing outside the matrix was written: the offset, the padding columns and the element past the end.
     size_t touched = 0;
     for (size_t i = 0; i < got_all.size(); ++i) {
-        const bool inside = i >= static_cast<size_t>(c.offset) && (i - c.offset) / ldc < static_cast<size_t>(c.M) &&
-                            static_cast<int>((i - c.offset) % ldc) < c.N;
+        const bool inside = i >= static_cast<size_t>(c.offset) && (i - c.offset) / p.ldc < static_cast<size_t>(c.M) &&
+                            static_cast<int>((i - c.offset) % p.ldc) < c.N;
         if (!inside && std::bit_cast<uint32_t>(got_all[i]) != kPoisonBits) ++touched;
     }
     REQUIRE(touched == 0);
+    return got_all;
 }
 
-constexpr Transpose kTransposes[2] = {Transpose::no, Transpose::yes};
+void check_cases(GemmVersion v, std::initializer_list<GemmCase> cases) {
+    auto rng = test_support::rng_for_test();
+    for (const GemmCase& c : cases) {
+        for (Transpose ta : kTransposes) {
+            for (Transpose tb : kTransposes)
+                run_and_check(make_problem(rng, ta, tb, c), run_version(v), gemm_version_name(v));
+        }
+    }
+}
 
-// Small awkward sizes, every transpose combination.
+// Small awkward sizes, one off every tile edge of every step, and the 10-wide output layer (1024 → 10 at batch 97:
+// forward 97×10×1024, input gradient 97×1024×10, weight gradient 1024×10×97), every transpose combination.
 void check_small_sizes(GemmVersion v) {
-    auto rng = test_support::rng_for_test();
-    const GemmCase cases[] = {
-        {1, 1, 1},    {2, 3, 1},      {1, 10, 7},   {37, 41, 43},   {97, 10, 13},  {10, 10, 10},
-        {31, 33, 7},  {33, 31, 9},    {63, 65, 15}, {65, 63, 17},   {127, 129, 8}, {129, 127, 16},
-        {64, 64, 64}, {128, 128, 32}, {5, 6, 0},    {97, 10, 1024},
-    };
-    for (const GemmCase& c : cases) {
-        for (Transpose ta : kTransposes) {
-            for (Transpose tb : kTransposes) check_gemm(v, ta, tb, c, rng);
-        }
-    }
+    check_cases(
+        v, {{1, 1, 1},    {2, 3, 1},      {1, 10, 7},   {7, 9, 8},    {8, 8, 9},      {9, 7, 31},     {31, 33, 32},
+            {33, 31, 33}, {37, 41, 43},   {10, 10, 10}, {63, 65, 15}, {65, 63, 17},   {127, 129, 8},  {129, 127, 16},
+            {64, 64, 64}, {128, 128, 32}, {5, 6, 0},    {0, 5, 3},    {97, 10, 1024}, {97, 1024, 10}, {1024, 10, 97}});
 }
 
-// Leading dimensions with padding (both aligned to 4 and not), misaligned pointers, and the whole epilogue.
+// Leading dimensions with padding (multiples of 4 and not), misaligned pointers, and the whole epilogue.
 void check_layouts_and_epilogue(GemmVersion v) {
-    auto rng = test_support::rng_for_test();
-    const GemmCase cases[] = {
-        {67, 129, 33, /*pad=*/3},
-        {67, 129, 36, /*pad=*/4},
-        {64, 128, 32, /*pad=*/0, /*offset=*/1},
-        {64, 128, 32, /*pad=*/4, /*offset=*/4},
-        {97, 70, 61, 0, 0, /*alpha=*/0.5f, /*beta=*/-1.5f},
-        {97, 72, 64, 0, 0, 1.0f, 0.0f, /*bias=*/true, /*relu=*/true},
-        {97, 10, 65, 0, 0, 1.0f, 0.0f, /*bias=*/true, /*relu=*/false},
-        {61, 132, 16, 4, 0, 2.0f, 1.0f, /*bias=*/true, /*relu=*/true},
-        {61, 130, 17, 1, 1, 2.0f, 1.0f, /*bias=*/true, /*relu=*/true},
-    };
-    for (const GemmCase& c : cases) {
-        for (Transpose ta : kTransposes) {
-            for (Transpose tb : kTransposes) check_gemm(v, ta, tb, c, rng);
-        }
-    }
+    check_cases(v, {
+                       {67, 129, 33, /*pad=*/3},
+                       {67, 129, 36, /*pad=*/4},
+                       {64, 128, 32, /*pad=*/0, /*offset=*/1},
+                       {64, 128, 32, /*pad=*/4, /*offset=*/4},
+                       {97, 70, 61, 0, 0, /*alpha=*/0.5f, /*beta=*/-1.5f},
+                       {97, 72, 64, 0, 0, 1.0f, 0.0f, /*bias=*/true, /*relu=*/true},
+                       {97, 10, 65, 0, 0, 1.0f, 0.0f, /*bias=*/true, /*relu=*/false},
+                       {40, 68, 20, 0, 0, -1.0f, 0.0f, /*bias=*/false, /*relu=*/true},
+                       {33, 65, 9, 0, 0, /*alpha=*/0.0f, /*beta=*/1.0f, /*bias=*/true, /*relu=*/true},
+                       {61, 132, 16, 4, 0, 2.0f, 1.0f, /*bias=*/true, /*relu=*/true},
+                       {61, 130, 17, 1, 1, 2.0f, 1.0f, /*bias=*/true, /*relu=*/true},
+                   });
 }
 
-// The MLP's first layer (784 → 1024) at a partial batch of 97, one transpose combination per test case (each
-// is ≈ 78 M multiply-adds, seconds on the CPU backend): forward Y = X·W with bias + ReLU (N,N), input
-// gradient dX = dY·Wᵀ (N,T), weight gradient dW = Xᵀ·dY (T,N), and (T,T) for completeness.
+// The MLP's first layer (784 → 1024) at a partial batch of 97, one transpose combination per test case (each is
+// ≈ 78 M multiply-adds, about a second on the CPU backend): forward Y = X·W with bias + ReLU (N,N), input gradient
+// dX = dY·Wᵀ (N,T), weight gradient dW = Xᵀ·dY (T,N), and (T,T) for completeness.
 void check_mlp_shape(GemmVersion v, Transpose ta, Transpose tb) {
     auto rng = test_support::rng_for_test();
-    if (ta == Transpose::no && tb == Transpose::no) {
-        check_gemm(v, ta, tb, {97, 1024, 784, 0, 0, 1.0f, 0.0f, /*bias=*/true, /*relu=*/true}, rng);
-    } else if (ta == Transpose::no) {
-        check_gemm(v, ta, tb, {97, 784, 1024}, rng);
-    } else if (tb == Transpose::no) {
-        check_gemm(v, ta, tb, {784, 1024, 97}, rng);
-    } else {
-        check_gemm(v, ta, tb, {97, 1024, 784}, rng);
-    }
+    GemmCase c{97, 1024, 784, 0, 0, 1.0f, 0.0f, /*bias=*/true, /*relu=*/true};  // forward
+    if (ta == Transpose::no && tb == Transpose::yes) c = {97, 784, 1024};       // input gradient
+    if (ta == Transpose::yes && tb == Transpose::no) c = {784, 1024, 97};       // weight gradient
+    if (ta == Transpose::yes && tb == Transpose::yes) c = {97, 1024, 784};
+    run_and_check(make_problem(rng, ta, tb, c), run_version(v), gemm_version_name(v));
 }
 
 }  // namespace
 
-TEST_CASE("gemm naive (v1) matches the float64 reference at small awkward sizes", "[kernels][gemm]") {
-    REQUIRE_DEVICE();
-    check_small_sizes(GemmVersion::naive);
-}
-TEST_CASE("gemm coalesced (v2) matches the float64 reference at small awkward sizes", "[kernels][gemm]") {
-    REQUIRE_DEVICE();
-    check_small_sizes(GemmVersion::coalesced);
-}
-TEST_CASE("gemm tiled (v3) matches the float64 reference at small awkward sizes", "[kernels][gemm]") {
-    REQUIRE_DEVICE();
-    check_small_sizes(GemmVersion::tiled);
-}
-TEST_CASE("gemm register_blocked (v4) matches the float64 reference at small awkward sizes", "[kernels][gemm]") {
-    REQUIRE_DEVICE();
-    check_small_sizes(GemmVersion::register_blocked);
-}
-
-TEST_CASE("gemm naive (v1) handles padded and misaligned layouts and the bias/ReLU/beta epilogue", "[kernels][gemm]") {
-    REQUIRE_DEVICE();
-    check_layouts_and_epilogue(GemmVersion::naive);
-}
-TEST_CASE("gemm coalesced (v2) handles padded and misaligned layouts and the bias/ReLU/beta epilogue",
-          "[kernels][gemm]") {
-    REQUIRE_DEVICE();
-    check_layouts_and_epilogue(GemmVersion::coalesced);
-}
-TEST_CASE("gemm tiled (v3) handles padded and misaligned layouts and the bias/ReLU/beta epilogue", "[kernels][gemm]") {
-    REQUIRE_DEVICE();
-    check_layouts_and_epilogue(GemmVersion::tiled);
-}
-TEST_CASE("gemm register_blocked (v4) handles padded and misaligned layouts and the bias/ReLU/beta epilogue",
-          "[kernels][gemm]") {
-    REQUIRE_DEVICE();
-    check_layouts_and_epilogue(GemmVersion::register_blocked);
-}
-
+#define GEMM_STEP_TESTS(VERSION, LABEL)                                                                              \
+    TEST_CASE("gemm " LABEL " matches the float64 reference at small awkward sizes", "[kernels][gemm]") {            \
+        REQUIRE_DEVICE();                                                                                            \
+        check_small_sizes(GemmVersion::VERSION);                                                                     \
+    }                                                                                                                \
+    TEST_CASE("gemm " LABEL " handles padded and misaligned layouts and every epilogue term (bias ReLU alpha beta)", \
+              "[kernels][gemm]") {                                                                                   \
+        REQUIRE_DEVICE();                                                                                            \
+        check_layouts_and_epilogue(GemmVersion::VERSION);                                                            \
+    }
 #define GEMM_MLP_SHAPE_TEST(VERSION, LABEL, OP_A, OP_B, OPS, WHAT)                                      \
     TEST_CASE("gemm " LABEL " matches the reference at the MLP shape " OPS " (" WHAT ") with batch 97", \
               "[kernels][gemm][mlp_shapes]") {                                                          \
@@ -206,105 +235,114 @@ TEST_CASE("gemm register_blocked (v4) handles padded and misaligned layouts and 
     GEMM_MLP_SHAPE_TEST(VERSION, LABEL, yes, no, "TN", "weight gradient") \
     GEMM_MLP_SHAPE_TEST(VERSION, LABEL, yes, yes, "TT", "both transposed")
 
-GEMM_MLP_SHAPE_TESTS(naive, "naive (v1)")
-GEMM_MLP_SHAPE_TESTS(coalesced, "coalesced (v2)")
-GEMM_MLP_SHAPE_TESTS(tiled, "tiled (v3)")
-GEMM_MLP_SHAPE_TESTS(register_blocked, "register_blocked (v4)")
+GEMM_STEP_TESTS(naive, "naive (step 1)")
+GEMM_STEP_TESTS(coalesced, "coalesced (step 2)")
+GEMM_STEP_TESTS(smem_tiled, "smem_tiled (step 3)")
+GEMM_STEP_TESTS(register_blocked, "register_blocked (step 4)")
+GEMM_STEP_TESTS(vectorized, "vectorized (step 5)")
+GEMM_STEP_TESTS(double_buffered, "double_buffered (step 6)")
 
-// v4 switches to 128×128 tiles once the output has ≥ 128 of them: cover that path with edges in M, N and K,
-// with the float4 path (leading dimensions padded to multiples of 4) and without it.
-TEST_CASE("gemm register_blocked (v4) 128x128-tile path is correct at prime sizes", "[kernels][gemm]") {
+GEMM_MLP_SHAPE_TESTS(naive, "naive (step 1)")
+GEMM_MLP_SHAPE_TESTS(coalesced, "coalesced (step 2)")
+GEMM_MLP_SHAPE_TESTS(smem_tiled, "smem_tiled (step 3)")
+GEMM_MLP_SHAPE_TESTS(register_blocked, "register_blocked (step 4)")
+GEMM_MLP_SHAPE_TESTS(vectorized, "vectorized (step 5)")
+GEMM_MLP_SHAPE_TESTS(double_buffered, "double_buffered (step 6)")
+
+// Steps 4–6 claim the same bits for both block tiles and for each other (one fmaf per k, ascending, the same
+// epilogue): force each tile of each step on the same inputs, check every result against the reference (so six
+// identically wrong results cannot pass) and compare them bit for bit. Sizes around the 64 and 128 tile edges;
+// aligned leading dimensions (the float4 path) and padded or offset ones (the element-wise fallback).
+TEST_CASE("gemm steps 4 to 6 agree bit for bit with 64x64 and 128x128 tiles at tile edges", "[kernels][gemm]") {
     REQUIRE_DEVICE();
     auto rng = test_support::rng_for_test();
-    // 1409 and 1297 are primes: 12 × 11 = 132 tiles of 128×128; K = 9 is one past v4's BK.
-    for (Transpose ta : kTransposes) {
-        for (Transpose tb : kTransposes) check_gemm(GemmVersion::register_blocked, ta, tb, {1409, 1297, 9}, rng);
-    }
-}
-
-TEST_CASE("gemm register_blocked (v4) 128x128-tile path takes float4 loads with padded leading dimensions",
-          "[kernels][gemm]") {
-    REQUIRE_DEVICE();
-    auto rng = test_support::rng_for_test();
-    // pad 3 makes every leading dimension (9+3, 1409+3, 1297+3) a multiple of 4: the float4 path, with edges.
-    for (Transpose ta : kTransposes) {
-        for (Transpose tb : kTransposes) {
-            check_gemm(GemmVersion::register_blocked, ta, tb, {1409, 1297, 9, /*pad=*/3}, rng);
-        }
-    }
-    check_gemm(GemmVersion::register_blocked, Transpose::no, Transpose::no,
-               {1409, 1297, 9, 3, 0, 1.0f, 0.5f, /*bias=*/true, /*relu=*/true}, rng);
-}
-
-// v4 claims its 64×64 and 128×128 tiles give the same bits (each output's k-terms are summed in the same order):
-// force each tile on the same inputs and compare bit for bit, on the float4 path (aligned leading dimensions) and
-// the element-wise one, every transpose, with the whole epilogue. The 128×128 result is also checked against the
-// reference, so two identically wrong results (e.g. both left as poison) cannot pass.
-TEST_CASE("gemm register_blocked (v4) 64x64 and 128x128 tiles give bitwise identical results",
-          "[kernels][gemm][determinism]") {
-    REQUIRE_DEVICE();
-    auto rng = test_support::rng_for_test();
-    struct Shape {
-        int M, N, K, pad;
+    const GemmCase cases[] = {
+        {200, 136, 36, 0, 0, 0.75f, 0.5f, true, true},  // float4 path, partial tiles in M and N
+        {131, 67, 97, 0, 0, 0.75f, 0.5f, true, true},   // odd leading dimensions: element-wise
+        {129, 130, 17, 3, 0, 1.0f, 0.0f, true, false},  // padded to multiples of 4 (float4), edges everywhere
+        {127, 129, 9, 3, 0, 1.0f, 1.0f, false, true},
+        {128, 64, 16, 0, 1, 1.0f, 0.0f, false, false},  // exact tiles, misaligned pointers: element-wise
+        {65, 63, 8, 0, 0, -2.0f, 0.0f, true, true},
+        {1, 1, 1, 0, 0, 1.0f, 0.5f, true, true},
     };
-    for (Shape s : {Shape{200, 136, 36, 0}, Shape{131, 67, 97, 0}, Shape{129, 130, 17, 3}}) {
+    for (const GemmCase& c : cases) {
         for (Transpose ta : kTransposes) {
             for (Transpose tb : kTransposes) {
-                const bool trans_a = ta == Transpose::yes, trans_b = tb == Transpose::yes;
-                INFO("M=" << s.M << " N=" << s.N << " K=" << s.K << " pad=" << s.pad << " op_a=" << trans_a
-                          << " op_b=" << trans_b);
-                const int lda = (trans_a ? s.M : s.K) + s.pad, ldb = (trans_b ? s.K : s.N) + s.pad, ldc = s.N + s.pad;
-                const std::vector<float> a = make_matrix(rng, trans_a ? s.K : s.M, trans_a ? s.M : s.K, lda, 0);
-                const std::vector<float> b = make_matrix(rng, trans_b ? s.N : s.K, trans_b ? s.K : s.N, ldb, 0);
-                const std::vector<float> c_old = make_matrix(rng, s.M, s.N, ldc, 0);
-                const std::vector<float> bias = test_support::random_floats(rng, s.N);
-                DeviceBuffer<float> d_a(a), d_b(b), d_bias(bias), c64(c_old), c128(c_old);
-                const GemmEpilogue epilogue{d_bias.get(), /*relu=*/true};
-                gemm_register_blocked_with_tile(GemmTile::t64, ta, tb, s.M, s.N, s.K, 0.75f, d_a.get(), lda, d_b.get(),
-                                                ldb, 0.5f, c64.get(), ldc, epilogue, 0);
-                gemm_register_blocked_with_tile(GemmTile::t128, ta, tb, s.M, s.N, s.K, 0.75f, d_a.get(), lda, d_b.get(),
-                                                ldb, 0.5f, c128.get(), ldc, epilogue, 0);
-                const std::vector<float> r64 = c64.download(), r128 = c128.download();
-                REQUIRE(std::memcmp(r64.data(), r128.data(), r64.size() * sizeof(float)) == 0);
-
-                std::vector<double> ref(c_old.begin(), c_old.end());
-                reference::gemm<float, double>(trans_a, trans_b, s.M, s.N, s.K, 0.75, a.data(), lda, b.data(), ldb, 0.5,
-                                               ref.data(), ldc);
-                std::vector<double> ref_c;
-                std::vector<float> got_c;
-                for (int r = 0; r < s.M; ++r) {
-                    for (int col = 0; col < s.N; ++col) {
-                        const size_t i = static_cast<size_t>(r) * ldc + col;
-                        ref_c.push_back(std::max(ref[i] + bias[col], 0.0));
-                        got_c.push_back(r128[i]);
-                    }
+                const GemmProblem p = make_problem(rng, ta, tb, c);
+                std::vector<float> first;
+                for (const TiledRun& r : steps_4_to_6_with_both_tiles()) {
+                    const std::vector<float> got = run_and_check(p, r.run, r.name);
+                    if (first.empty()) first = got;
+                    INFO(r.name << " against register_blocked 64, " << describe(p));
+                    REQUIRE(std::memcmp(got.data(), first.data(), got.size() * sizeof(float)) == 0);
                 }
-                REQUIRE(test_support::count_mismatches(got_c, ref_c, 1e-6 * s.K + 1e-6, 1e-5, "C") == 0);
             }
         }
     }
 }
 
-// Grid y and z hold at most 65535 blocks each. v1 puts N's tiles of 8 rows on grid y, v2 M's: an output 600,001 long
-// in that direction needs 75,001 of them, so gemm_grid must spread them over grid z (a plain grid.y fails to launch).
-// K = 1 and the other dimension 1 keep it cheap. v3 and v4 use the same gemm_grid / gemm_tile_y, but reach the limit
-// only at M > 2,097,120 (v3) or 8,388,480 (v4): about 15 s on the CPU backend for v3, too slow for a unit test.
-TEST_CASE("gemm naive (v1) handles N = 600001, beyond grid.y's 65535 blocks", "[kernels][gemm][large]") {
+// Step 2 claims the same bits as step 1 (it only swaps which thread computes which output).
+TEST_CASE("gemm steps 1 and 2 give bitwise identical results", "[kernels][gemm]") {
     REQUIRE_DEVICE();
     auto rng = test_support::rng_for_test();
-    check_gemm(GemmVersion::naive, Transpose::no, Transpose::no, {1, 600001, 1}, rng);
+    for (const GemmCase& c : {GemmCase{37, 41, 43, 0, 0, 0.75f, 0.5f, true, true}, GemmCase{97, 10, 300}}) {
+        for (Transpose ta : kTransposes) {
+            for (Transpose tb : kTransposes) {
+                const GemmProblem p = make_problem(rng, ta, tb, c);
+                const std::vector<float> v1 = run_and_check(p, run_version(GemmVersion::naive), "naive");
+                const std::vector<float> v2 = run_and_check(p, run_version(GemmVersion::coalesced), "coalesced");
+                REQUIRE(std::memcmp(v1.data(), v2.data(), v1.size() * sizeof(float)) == 0);
+            }
+        }
+    }
 }
-TEST_CASE("gemm coalesced (v2) handles M = 600001, beyond grid.y's 65535 blocks", "[kernels][gemm][large]") {
+
+// The automatic tile choice: 128×128 once the output has at least 128 such tiles. 1409 and 1297 are primes:
+// 12 × 11 = 132 tiles, edges in M, N and K; pad 3 makes every leading dimension a multiple of 4 (float4 path).
+TEST_CASE("gemm picks 128x128 tiles for large outputs and the top step is right there", "[kernels][gemm]") {
+    CHECK(gemm_tile_for(128, 1024) == GemmTile::t64);   // a batch-128 hidden layer: 8 tiles of 128×128
+    CHECK(gemm_tile_for(784, 1024) == GemmTile::t64);   // its weight gradient: 56
+    CHECK(gemm_tile_for(1024, 1024) == GemmTile::t64);  // 64
+    CHECK(gemm_tile_for(1409, 1297) == GemmTile::t128);
+    CHECK(gemm_tile_for(4096, 4096) == GemmTile::t128);
     REQUIRE_DEVICE();
     auto rng = test_support::rng_for_test();
-    check_gemm(GemmVersion::coalesced, Transpose::no, Transpose::yes, {600001, 1, 1, 0, 0, 1.0f, 0.0f, true, true},
-               rng);
+    const GemmProblem p =
+        make_problem(rng, Transpose::no, Transpose::no, {1409, 1297, 9, /*pad=*/3, 0, 1.0f, 0.5f, true, true});
+    run_and_check(p, run_version(kFastestGemm), gemm_version_name(kFastestGemm));
 }
-TEST_CASE("gemm rejects bad leading dimensions and negative sizes with a clear message", "[kernels][gemm]") {
-    // Host-side checks only: nothing is launched, so no device is needed.
-    float* p = reinterpret_cast<float*>(uintptr_t{256});
+
+TEST_CASE("gemm versions are numbered 1 to kGemmVersionCount with distinct names", "[kernels][gemm]") {
+    std::vector<std::string> names;
     for (int version = 1; version <= kGemmVersionCount; ++version) {
         const GemmVersion v = gemm_version_from_int(version);
+        REQUIRE(static_cast<int>(v) == version);
+        names.push_back(gemm_version_name(v));
+        REQUIRE(names.back() != "unknown");
+    }
+    std::sort(names.begin(), names.end());
+    REQUIRE(std::adjacent_find(names.begin(), names.end()) == names.end());
+    REQUIRE(static_cast<int>(GemmVersion::naive) == 1);
+    REQUIRE(static_cast<int>(kFastestGemm) == kGemmVersionCount);
+    REQUIRE_THROWS_AS(gemm_version_from_int(0), std::invalid_argument);
+    REQUIRE_THROWS_AS(gemm_version_from_int(kGemmVersionCount + 1), std::invalid_argument);
+}
+
+// Host-side checks only: nothing is launched, so no device is needed.
+TEST_CASE("gemm rejects bad leading dimensions and sizes and pointers and grids with a clear message",
+          "[kernels][gemm]") {
+    float* p = reinterpret_cast<float*>(uintptr_t{256});
+    const auto message_of = [](const std::function<void()>& call) -> std::string {
+        try {
+            call();
+        } catch (const std::invalid_argument& e) {
+            return e.what();
+        }
+        return "(no exception)";
+    };
+    for (int version = 1; version <= kGemmVersionCount; ++version) {
+        const GemmVersion v = gemm_version_from_int(version);
+        INFO("version " << gemm_version_name(v));
         REQUIRE_THROWS_AS(gemm(v, Transpose::no, Transpose::no, 4, 4, 4, 1.0f, p, 3, p, 4, 0.0f, p, 4),
                           std::invalid_argument);
         REQUIRE_THROWS_AS(gemm(v, Transpose::yes, Transpose::no, 4, 5, 6, 1.0f, p, 3, p, 5, 0.0f, p, 5),
@@ -315,7 +353,24 @@ TEST_CASE("gemm rejects bad leading dimensions and negative sizes with a clear m
                           std::invalid_argument);
         REQUIRE_THROWS_AS(gemm(v, Transpose::no, Transpose::no, -1, 5, 6, 1.0f, p, 6, p, 5, 0.0f, p, 5),
                           std::invalid_argument);
+        REQUIRE_THROWS_AS(gemm(v, Transpose::no, Transpose::no, 4, 5, 6, 1.0f, nullptr, 6, p, 5, 0.0f, p, 5),
+                          std::invalid_argument);
+        // A × B with A 100000 × 100000: beyond int index arithmetic.
+        const std::string too_big = message_of(
+            [&] { gemm(v, Transpose::no, Transpose::no, 100000, 1, 100000, 1.0f, p, 100000, p, 1, 0.0f, p, 1); });
+        CHECK(too_big.find("int index") != std::string::npos);
+        // Too many blocks along grid.y: N's blocks of 8 for step 1, M's for the others (steps 4–6: 128 rows each).
+        const int rows = v == GemmVersion::naive ? 600001 : 10000000;
+        const std::string grid = message_of([&] {
+            if (v == GemmVersion::naive) {
+                gemm(v, Transpose::no, Transpose::no, 1, rows, 1, 1.0f, p, 1, p, rows, 0.0f, p, rows);
+            } else {
+                gemm(v, Transpose::no, Transpose::no, rows, 1, 1, 1.0f, p, 1, p, 1, 0.0f, p, 1);
+            }
+        });
+        CHECK(grid.find("65535") != std::string::npos);
+        CHECK(grid.find(gemm_version_name(v)) != std::string::npos);
+        // Empty outputs are fine and launch nothing.
+        gemm(v, Transpose::no, Transpose::no, 0, 5, 6, 1.0f, nullptr, 6, nullptr, 5, 0.0f, nullptr, 5);
     }
-    REQUIRE_THROWS_AS(gemm_version_from_int(5), std::invalid_argument);
-    REQUIRE_THROWS_AS(gemm_version_from_int(0), std::invalid_argument);
 }

@@ -164,6 +164,38 @@ TEST_CASE("lessons: 03 (pinned, async, prefetched) and 03 --resident train lesso
     CHECK(resident.report["epochs"][0]["timing"]["phases"]["h2d"]["bytes"] == 300 * 4);
 }
 
+TEST_CASE("lessons: 04 with every GEMM step follows lesson 03, and one step twice gives the same bits", "[lessons]") {
+    REQUIRE_DEVICE();
+    Scratch scratch;
+    const std::string data = " --data '" + data_dir(scratch) + "'";
+    const Run simple = run(scratch, "lessons/lesson03_pinned_async", data + kQuick, "03");
+    REQUIRE(simple.exit_code == 0);
+    const double want = simple.report["epochs"][1]["train_loss"];
+    for (int v = 1; v <= 6; ++v) {
+        char name[8];
+        std::snprintf(name, sizeof name, "v%d", v);  // (not "v" + to_string: g++ 12 warns -Wrestrict on that)
+        const std::string step = name;
+        const Run fast = run(scratch, "lessons/lesson04_fast_kernels", data + kQuick + " --gemm " + step, step);
+        UNSCOPED_INFO(step << " relative loss difference " << std::fabs(fast.report["epochs"][1]["train_loss"].get<double>() - want) / want);
+        INFO(fast.output);
+        REQUIRE(fast.exit_code == 0);
+        check_report_keys(fast.report);
+        CHECK(fast.report["config"]["gemm"] == step);
+        // Each GEMM step sums its K products in its own order (tiles, register blocks), so the floats differ in the
+        // last bits from lesson 03's and may drift apart a little over 10 AdamW steps; the second epoch's mean loss
+        // differed by at most 1.7e-8 relative on real MNIST (CPU backend, 2026-12-01). 1e-5 leaves room for a GPU's
+        // fused multiply-adds, while a wrong GEMM or epilogue is off by far more.
+        const double got = fast.report["epochs"][1]["train_loss"];
+        CHECK(std::fabs(got - want) <= 1e-5 * want);
+        CHECK(fast.report["results"]["gemm_v1_forward_ms"].get<double>() > 0);  // the staircase table ran
+    }
+    const Run again = run(scratch, "lessons/lesson04_fast_kernels", data + kQuick + " --gemm v6", "v6_again");
+    const Run first = run(scratch, "lessons/lesson04_fast_kernels", data + kQuick + " --gemm v6", "v6_first");
+    CHECK(again.report["results"]["weights_checksum"] == first.report["results"]["weights_checksum"]);
+    const Run bad = run(scratch, "lessons/lesson04_fast_kernels", data + " --gemm v7", "bad_gemm");
+    CHECK(bad.exit_code == 2);
+}
+
 TEST_CASE("lessons: lesson 01's first 20 steps follow the float64 reference trainer", "[lessons][reference]") {
     REQUIRE_DEVICE();
     Scratch scratch;

@@ -53,10 +53,12 @@ struct KernelResult {
     std::vector<float> dW[kLayers], db[kLayers];
 };
 
-// Forward and backward with the kernels. Version 4 fuses bias + ReLU into the GEMM (as lesson 4 does); the
-// others use the separate bias_add and relu_forward kernels (as lesson 1 does).
+// Forward and backward with the kernels. Steps 1–3 use the separate bias_add and relu_forward kernels and the
+// one-pass bias_grad (as lessons 01–03 do); steps 4–6 fuse bias + ReLU into the GEMM's epilogue and take the bias
+// gradient with the two-pass reduction (as lesson 04 does). Every step supports both; this covers both.
 KernelResult kernel_gradients(GemmVersion version, const Params& p, const DeviceBuffer<float>& x,
                               const std::vector<uint8_t>& labels) {
+    const bool fused = static_cast<int>(version) >= static_cast<int>(GemmVersion::register_blocked);
     using Buffer = std::unique_ptr<DeviceBuffer<float>>;
     Buffer W[kLayers], b[kLayers], dW[kLayers], db[kLayers];
     Buffer act[kLayers];  // act[l]: layer l's output (after ReLU for hidden layers; the logits for the last)
@@ -73,12 +75,14 @@ KernelResult kernel_gradients(GemmVersion version, const Params& p, const Device
     DeviceBuffer<float> grad_buffer_b(static_cast<size_t>(kBatch) * kHidden1);
     float* grad_a = grad_buffer_a.get();  // dL/d(pre-activation) of the layer being differentiated
     float* grad_b = grad_buffer_b.get();  // dL/d(its input)
+    const size_t workspace_floats = bias_grad_workspace_floats(kBatch, kHidden1);  // the widest layer
+    DeviceBuffer<float> bias_grad_workspace(workspace_floats);
 
     // Forward.
     for (int l = 0; l < kLayers; ++l) {
         const float* input = l == 0 ? x.get() : act[l - 1]->get();
         const bool relu = l + 1 < kLayers;
-        if (version == GemmVersion::register_blocked) {
+        if (fused) {
             linear_forward(version, input, W[l]->get(), b[l]->get(), relu, act[l]->get(), kBatch, kFanIn[l],
                            kFanOut[l]);
         } else {
@@ -94,7 +98,12 @@ KernelResult kernel_gradients(GemmVersion version, const Params& p, const Device
     for (int l = kLayers - 1; l >= 0; --l) {
         const float* input = l == 0 ? x.get() : act[l - 1]->get();
         linear_backward_weight(version, input, grad_a, dW[l]->get(), kBatch, kFanIn[l], kFanOut[l]);
-        bias_grad(grad_a, db[l]->get(), kBatch, kFanOut[l], kFanOut[l]);
+        if (fused) {
+            bias_grad_two_pass(grad_a, db[l]->get(), kBatch, kFanOut[l], kFanOut[l], 0.0f, bias_grad_workspace.get(),
+                               workspace_floats);
+        } else {
+            bias_grad(grad_a, db[l]->get(), kBatch, kFanOut[l], kFanOut[l]);
+        }
         if (l == 0) break;
         linear_backward_input(version, grad_a, W[l]->get(), grad_b, kBatch, kFanIn[l], kFanOut[l]);
         // Through layer l-1's ReLU, masked by its saved output; in place.

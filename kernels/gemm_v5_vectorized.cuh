@@ -1,0 +1,134 @@
+// kernels/gemm_v5_vectorized.cuh — GEMM step 5: step 4 with 16-byte (float4) accesses, conflict-free shared memory.
+//
+// idea:     step 4 moves every value with a 4-byte instruction and its reads of b_tile conflict. Here:
+//           * global loads are float4: one instruction fetches 4 consecutive floats of the stored matrix;
+//           * the op(A) tile is stored k-major, a_tile[k][m], like b_tile[k][n]: a thread's 8 values of op(A) at
+//             one k are then contiguous, and it reads its 8 + 8 operands with 4 float4 reads instead of 16;
+//           * a thread's 8 columns are two groups of 4, BN/2 apart (4tx.. and BN/2 + 4tx..), so that the 8 lanes of
+//             a quarter-warp (a 16-byte access is served a quarter-warp at a time) read 8 consecutive float4s:
+//             128 contiguous bytes, every bank once (8 consecutive columns per thread would be 32 bytes apart per
+//             lane: a 2-way conflict);
+//           * the epilogue stores float4s.
+// costs:    an operand stored with k contiguous (A not transposed, B transposed) arrives as 4 k of one m or n and
+//           is transposed into its k-major tile with 4 scalar stores (conflict-free: see the padding below).
+// fallback: float4 needs 16-byte aligned addresses: aligned base pointers and every leading dimension a multiple of
+//           4. Otherwise (784 + 1 padding, an offset view, the 10-wide output layer's W and C), and at every matrix
+//           edge, load_4_floats (gemm_common.cuh) reads the same addresses one float at a time with bounds checks
+//           and zero fill, and the epilogue stores one float at a time: any M, N, K, lda, ldb, ldc works.
+// computes: C = act(alpha·op(A)·op(B) + beta·C + bias), the contract in kernels/gemm_common.cuh.
+// reference: reference::gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), common/reference_ops.h.
+// launch:   BM·BN/64 threads (256, or 64 for 64×64); grid (ceil(N / BN), ceil(M / BM)); M ≤ 65535·BM.
+#pragma once
+
+#include "kernels/gemm_common.cuh"
+
+template <int kTile, bool kTransA, bool kTransB>
+__global__ void __launch_bounds__(kTile* kTile / 64)
+    gemm_vectorized_kernel(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
+                           float beta, float* C, int ldc, const float* bias, bool relu, bool use_float4) {
+    constexpr int BM = kTile, BN = kTile, BK = 8, TM = 8, TN = 8;
+    constexpr int kThreads = (BM / TM) * (BN / TN);
+    // Rows padded by 4 floats: still 16-byte aligned, and since BM + 4 ≡ 4 (mod 32 banks), the transposed stores
+    // (a warp: 16 m × 2 groups of 4 k) land in banks 4k + m mod 32, all different.
+    __shared__ __align__(16) float a_tile[BK][BM + 4];  // a_tile[k][m] = op(A)[row0 + m][k0 + k]
+    __shared__ __align__(16) float b_tile[BK][BN + 4];  // b_tile[k][n] = op(B)[k0 + k][col0 + n]
+
+    const int tid = threadIdx.x;
+    const int tx = tid % (BN / TN), ty = tid / (BN / TN);  // rows 8ty..8ty+7; columns 4tx.. and BN/2 + 4tx..
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    float acc[TM][TN] = {};
+
+    for (int k0 = 0; k0 < K; k0 += BK) {
+        for (int f = tid; f < BM * BK / 4; f += kThreads) {  // f: which float4 of the tile (1 per thread at 128×128)
+            if (!kTransA) {  // A stored M×K: 4 k of row m; a warp reads 16 rows × 32 bytes; 4 transposed stores
+                const int m = f / (BK / 4), k = f % (BK / 4) * 4;
+                const float4 v =
+                    load_4_floats(A + (row0 + m) * lda + k0 + k, row0 + m < M ? K - k0 - k : 0, use_float4);
+                a_tile[k + 0][m] = v.x;
+                a_tile[k + 1][m] = v.y;
+                a_tile[k + 2][m] = v.z;
+                a_tile[k + 3][m] = v.w;
+            } else {  // stored K×M (Xᵀ): 4 m of row k; consecutive lanes, consecutive float4s: coalesced; 1 store
+                const int k = f / (BM / 4), m = f % (BM / 4) * 4;
+                const float4 v =
+                    load_4_floats(A + (k0 + k) * lda + row0 + m, k0 + k < K ? M - row0 - m : 0, use_float4);
+                *reinterpret_cast<float4*>(&a_tile[k][m]) = v;
+            }
+        }
+        for (int f = tid; f < BN * BK / 4; f += kThreads) {
+            if (!kTransB) {  // B stored K×N: 4 n of row k; consecutive lanes, consecutive float4s: coalesced; 1 store
+                const int k = f / (BN / 4), n = f % (BN / 4) * 4;
+                const float4 v =
+                    load_4_floats(B + (k0 + k) * ldb + col0 + n, k0 + k < K ? N - col0 - n : 0, use_float4);
+                *reinterpret_cast<float4*>(&b_tile[k][n]) = v;
+            } else {  // stored N×K (Wᵀ): 4 k of row n; a warp reads 16 rows × 32 bytes; 4 transposed stores
+                const int n = f / (BK / 4), k = f % (BK / 4) * 4;
+                const float4 v =
+                    load_4_floats(B + (col0 + n) * ldb + k0 + k, col0 + n < N ? K - k0 - k : 0, use_float4);
+                b_tile[k + 0][n] = v.x;
+                b_tile[k + 1][n] = v.y;
+                b_tile[k + 2][n] = v.z;
+                b_tile[k + 3][n] = v.w;
+            }
+        }
+        __syncthreads();
+
+#pragma unroll
+        for (int k = 0; k < BK; ++k) {
+            // A quarter-warp's 8 lanes share ty (a_tile: one address, a broadcast) and have consecutive tx (b_tile:
+            // 8 consecutive float4s). Conflict-free.
+            const float4 a_lo = *reinterpret_cast<const float4*>(&a_tile[k][TM * ty]);
+            const float4 a_hi = *reinterpret_cast<const float4*>(&a_tile[k][TM * ty + 4]);
+            const float4 b_lo = *reinterpret_cast<const float4*>(&b_tile[k][4 * tx]);
+            const float4 b_hi = *reinterpret_cast<const float4*>(&b_tile[k][BN / 2 + 4 * tx]);
+            const float a[TM] = {a_lo.x, a_lo.y, a_lo.z, a_lo.w, a_hi.x, a_hi.y, a_hi.z, a_hi.w};
+            const float b[TN] = {b_lo.x, b_lo.y, b_lo.z, b_lo.w, b_hi.x, b_hi.y, b_hi.z, b_hi.w};
+#pragma unroll
+            for (int i = 0; i < TM; ++i) {
+#pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);  // as in step 4: same bits
+            }
+        }
+        __syncthreads();
+    }
+
+    // acc[i][4h + j] is C[8ty + i][h·BN/2 + 4tx + j]: a quarter-warp's float4 stores cover 128 contiguous bytes
+    // (gemm_epilogue_4 in gemm_common.cuh; one float at a time where unaligned or at the right edge).
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+        const int row = row0 + TM * ty + i;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int col = col0 + h * (BN / 2) + 4 * tx;
+            if (row < M && col < N) {
+                gemm_epilogue_4(C + row * ldc + col, N - col, use_float4, &acc[i][4 * h], alpha, beta, bias, relu, col);
+            }
+        }
+    }
+}
+
+// Runs step 5 with the given block tile (the tests force each; gemm_vectorized picks by output size).
+inline void gemm_vectorized_with_tile(GemmTile tile, Transpose op_a, Transpose op_b, int M, int N, int K, float alpha,
+                                      const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc,
+                                      GemmEpilogue epilogue, cudaStream_t stream) {
+    if (!gemm_check_arguments("gemm_vectorized", op_a, op_b, M, N, K, A, lda, B, ldb, C, ldc)) return;
+    const int bt = static_cast<int>(tile);
+    gemm_check_grid_y("gemm_vectorized", "M", M, bt);
+    const auto kernel =
+        tile == GemmTile::t64
+            ? gemm_pick_transposes(op_a, op_b, gemm_vectorized_kernel<64, false, false>,
+                                   gemm_vectorized_kernel<64, false, true>, gemm_vectorized_kernel<64, true, false>,
+                                   gemm_vectorized_kernel<64, true, true>)
+            : gemm_pick_transposes(op_a, op_b, gemm_vectorized_kernel<128, false, false>,
+                                   gemm_vectorized_kernel<128, false, true>, gemm_vectorized_kernel<128, true, false>,
+                                   gemm_vectorized_kernel<128, true, true>);
+    launch(kernel, dim3(ceil_div(N, bt), ceil_div(M, bt)), dim3(bt * bt / 64), 0, stream, M, N, K, alpha, A, lda, B,
+           ldb, beta, C, ldc, epilogue.bias, epilogue.relu, gemm_can_use_float4(A, lda, B, ldb, C, ldc));
+}
+
+inline void gemm_vectorized(Transpose op_a, Transpose op_b, int M, int N, int K, float alpha, const float* A, int lda,
+                            const float* B, int ldb, float beta, float* C, int ldc, GemmEpilogue epilogue,
+                            cudaStream_t stream) {
+    gemm_vectorized_with_tile(gemm_tile_for(M, N), op_a, op_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue,
+                              stream);
+}

@@ -1,0 +1,46 @@
+// kernels/gemm_version.h — the names of the GEMM steps, host-only (no kernels), so that plain C++ files, which the
+// cuda flavor compiles with the host compiler, can name a step. The steps themselves: kernels/gemm.cuh.
+#pragma once
+
+#include <cstdio>
+#include <stdexcept>
+
+// The steps in staircase order: step N is kernels/gemm_vN_<name>.cuh.
+enum class GemmVersion : int {
+    naive = 1,
+    coalesced = 2,
+    smem_tiled = 3,
+    register_blocked = 4,
+    vectorized = 5,
+    double_buffered = 6,
+};
+inline constexpr int kGemmVersionCount = 6;
+inline constexpr GemmVersion kFastestGemm = GemmVersion::double_buffered;  // the top of the staircase
+
+inline const char* gemm_version_name(GemmVersion version) {
+    switch (version) {
+        case GemmVersion::naive:
+            return "naive";
+        case GemmVersion::coalesced:
+            return "coalesced";
+        case GemmVersion::smem_tiled:
+            return "smem_tiled";
+        case GemmVersion::register_blocked:
+            return "register_blocked";
+        case GemmVersion::vectorized:
+            return "vectorized";
+        case GemmVersion::double_buffered:
+            return "double_buffered";
+    }
+    return "unknown";
+}
+
+// For command-line flags: 1..kGemmVersionCount → GemmVersion, anything else → std::invalid_argument.
+inline GemmVersion gemm_version_from_int(int version) {
+    if (version < 1 || version > kGemmVersionCount) {
+        char text[64];  // (snprintf rather than string + to_string: g++ 12 warns falsely on the latter)
+        std::snprintf(text, sizeof text, "GEMM version must be 1..%d, not %d", kGemmVersionCount, version);
+        throw std::invalid_argument(text);
+    }
+    return static_cast<GemmVersion>(version);
+}
