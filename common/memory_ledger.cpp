@@ -313,8 +313,9 @@ std::string check_device_fits(const ModelShape& shape, size_t extra_bytes, const
     if (largest > 0) {
         message += "The largest batch that fits is --batch " + std::to_string(largest) + ".";
     } else {
-        message += "No batch fits: the parameters, gradients and optimizer state alone are too big; use a smaller "
-                   "--hidden.";
+        message += "No batch fits: what does not depend on the batch (parameters, gradients, optimizer state" +
+                   std::string(extra_bytes > 0 ? ", " + extra_name : "") + ") alone needs " + format_bytes(model_bytes) +
+                   "; use a smaller --hidden.";
     }
     return message;
 }

@@ -74,7 +74,7 @@ Lesson::Lesson(int argc, char** argv, const char* program, const char* idea,
     banner += "data:   " + data.describe() + "\n";
     if (subset) {
         banner += "        CPU backend: a subset, so that the lesson takes a minute or two; --full trains on all of MNIST\n"
-                  "        (about 1 s per step of 128 images here: hours)\n";
+                  "        (about 1 s per step of 128 images on 2 cores: some 45 minutes for 5 epochs)\n";
     }
     banner += "model:  " + format_config(options) + "\n\n";
     print(banner);
@@ -123,8 +123,10 @@ Mlp& Lesson::model(int staging_slots, bool stage_raw_pixels, size_t extra_device
     const size_t test_bytes = data.test.count * (kMnistPixels + 1);
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-    const std::string problem = check_device_fits(shape, test_bytes + extra_device_bytes, "the test set",
-                                                  usable_device_bytes(free_bytes, total_bytes));
+    const std::string problem =
+        check_device_fits(shape, test_bytes + extra_device_bytes,
+                          extra_device_bytes > 0 ? "the test set and the lesson's own buffers" : "the test set",
+                          usable_device_bytes(free_bytes, total_bytes));
     if (!problem.empty()) {
         std::fprintf(stderr, "%s: %s\n", program_.c_str(), problem.c_str());
         std::exit(2);

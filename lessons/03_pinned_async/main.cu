@@ -41,7 +41,9 @@ int train(int argc, char** argv) {
     const MnistSplit& train_set = lesson.data.train;
     MemoryLedger& ledger = lesson.ledger;
     PhaseTimer& timer = lesson.timer;
-    Mlp& net = lesson.model(/*staging_slots=*/resident ? 1 : kSlots, /*stage_raw_pixels=*/true);
+    // --resident: the training set, its labels and each epoch's order live on the device too.
+    const size_t resident_bytes = resident ? train_set.count * (kMnistPixels + 1 + sizeof(uint32_t)) : 0;
+    Mlp& net = lesson.model(/*staging_slots=*/resident ? 1 : kSlots, /*stage_raw_pixels=*/true, resident_bytes);
     lesson.add_config("resident", resident);
     lesson.print_h2d_bandwidth_probe(size_t(o.batch) * kMnistPixels);
 

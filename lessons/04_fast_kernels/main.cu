@@ -48,8 +48,10 @@ int train(int argc, char** argv) {
     const std::vector<int> sizes = o.layer_sizes();
     const int widest = *std::max_element(sizes.begin() + 1, sizes.end());
     const size_t workspace_floats = bias_grad_workspace_floats(o.batch, widest);  // the two-pass bias gradient's
+    // --resident: the training set, its labels and each epoch's order live on the device too.
+    const size_t resident_bytes = resident ? train_set.count * (kMnistPixels + 1 + sizeof(uint32_t)) : 0;
     Mlp& net = lesson.model(/*staging_slots=*/resident ? 1 : kSlots, /*stage_raw_pixels=*/true,
-                            /*extra_device_bytes=*/workspace_floats * sizeof(float));
+                            resident_bytes + workspace_floats * sizeof(float));
     float* workspace = ledger.allocate<float>(MemoryCategory::workspace, "bias-grad partial sums", workspace_floats);
     lesson.add_config("resident", resident);
     lesson.add_config("gemm", gemm_step);
