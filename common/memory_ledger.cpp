@@ -301,9 +301,9 @@ std::string check_device_fits(const ModelShape& shape, size_t extra_bytes, const
     size_t model_bytes = 0;
     for (const auto& [name, bytes] : model_part) model_bytes += bytes;
     const auto& blamed = model_bytes > available_bytes ? model_part : batch_part;
-    const std::string overflowing =
-        std::max_element(blamed.begin(), blamed.end(), [](const auto& a, const auto& b) { return a.second < b.second; })
-            ->first;
+    const std::string overflowing = std::max_element(blamed.begin(), blamed.end(), [](const auto& a, const auto& b) {
+                                        return a.second < b.second;
+                                    })->first;
     std::string message = "the model needs " + format_bytes(prediction.total() + extra_bytes) + " of device memory (" +
                           format_bytes(prediction.total()) + " for --batch " + std::to_string(shape.batch) +
                           ", activations " + format_bytes(prediction[MemoryCategory::activations]);
@@ -314,8 +314,8 @@ std::string check_device_fits(const ModelShape& shape, size_t extra_bytes, const
         message += "The largest batch that fits is --batch " + std::to_string(largest) + ".";
     } else {
         message += "No batch fits: what does not depend on the batch (parameters, gradients, optimizer state" +
-                   std::string(extra_bytes > 0 ? ", " + extra_name : "") + ") alone needs " + format_bytes(model_bytes) +
-                   "; use a smaller --hidden.";
+                   std::string(extra_bytes > 0 ? ", " + extra_name : "") + ") alone needs " +
+                   format_bytes(model_bytes) + "; use a smaller --hidden.";
     }
     return message;
 }

@@ -151,8 +151,8 @@ struct ModelShape {
     size_t parameter_bytes = 4;   // per parameter and gradient element: 4 (fp32) or 2 (fp16/bf16)
     size_t activation_bytes = 4;  // per activation element
     OptimizerKind optimizer = OptimizerKind::sgd;
-    bool master_weights = false;  // an fp32 copy of the parameters (with 2-byte parameters)
-    int staging_slots = 1;        // device input staging buffers (2: one is filled while the other is read)
+    bool master_weights = false;   // an fp32 copy of the parameters (with 2-byte parameters)
+    int staging_slots = 1;         // device input staging buffers (2: one is filled while the other is read)
     bool stage_raw_pixels = true;  // false: the batch arrives as floats straight into X; only labels are staged
 };
 

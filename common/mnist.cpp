@@ -375,8 +375,7 @@ MnistDataset load_mnist(const std::string& data_flag, size_t limit, size_t test_
     return data;
 }
 
-MnistDataset load_mnist_or_exit(const char* program, const std::string& data_flag, size_t limit,
-                                size_t test_limit) {
+MnistDataset load_mnist_or_exit(const char* program, const std::string& data_flag, size_t limit, size_t test_limit) {
     try {
         return load_mnist(data_flag, limit, test_limit);
     } catch (const std::exception& error) {
@@ -391,4 +390,3 @@ std::string MnistDataset::describe() const {
                        std::to_string(test.count) + " test images";
     return line;
 }
-

@@ -160,7 +160,8 @@ void ReferenceMlp::update() {
     for (int l = 0; l < layers(); ++l) {
         const size_t out = size_t(config_.layer_sizes[l + 1]);
         if (config_.optimizer == OptimizerKind::sgd) {
-            reference::sgd_momentum_step(weight_count(l), weight_[l], weight_grad_[l], weight_m_[l], lr, config_.momentum, config_.weight_decay);
+            reference::sgd_momentum_step(weight_count(l), weight_[l], weight_grad_[l], weight_m_[l], lr,
+                                         config_.momentum, config_.weight_decay);
             reference::sgd_momentum_step(out, bias_[l], bias_grad_[l], bias_m_[l], lr, config_.momentum,
                                          config_.weight_decay);
         } else {

@@ -199,9 +199,8 @@ std::string epoch_line(const EpochMetrics& e) {
     return text;
 }
 
-void print_line(const std::string& line) {
-    std::fputs(line.c_str(), stdout);
-    std::fputc('\n', stdout);
+void print_flushed(const std::string& text) {
+    std::fputs(text.c_str(), stdout);
     std::fflush(stdout);
 }
 

@@ -1,7 +1,7 @@
 // common/report.h — what a lesson prints, and the same as JSON.
 //
 // defines: TextTable, format_bytes(), format_config(), timing_table(), memory_table(), transfer_summary(),
-//          EpochMetrics + epoch_line(), print_line(), ProgressBar, RunReport (--json FILE).
+//          EpochMetrics + epoch_line(), print_flushed(), ProgressBar, RunReport (--json FILE).
 //
 // Tables are plain aligned text (no box drawing):
 //     phase           ms       %   calls   avg µs       bytes    GB/s
@@ -67,9 +67,9 @@ struct EpochMetrics {
 // "epoch 1/3  loss 0.2431  train 92.81%  test 96.20%  61234 samples/s  0.98 s"
 std::string epoch_line(const EpochMetrics& metrics);
 
-// Prints `line` and a newline on stdout and flushes: when stdout is a pipe (| tee, a CI log) it is otherwise
+// Writes `text` to stdout as it is and flushes: when stdout is a pipe (| tee, a CI log) it is otherwise
 // block-buffered, and epoch lines would appear all at once at the end of the run.
-void print_line(const std::string& line);
+void print_flushed(const std::string& text);
 
 class ProgressBar {
   public:
@@ -105,7 +105,7 @@ class RunReport {
     void add_options(const TrainOptions& options);  // every shared flag's value
     void add_epoch(const EpochMetrics& metrics, const EpochTiming& timing);
     void set_memory(const MemorySnapshot& memory) { memory_ = memory, has_memory_ = true; }
-    void add_result(const std::string& key, Scalar value);  // anything else a lesson prints
+    void add_result(const std::string& key, Scalar value);                       // anything else a lesson prints
     void add_result(const std::string& key, const std::vector<double>& values);  // e.g. every step's loss
     // The "results" object itself, for anything else (nested objects, other arrays). With <nlohmann/json.hpp>:
     //     report.results()["layer_ms"] = {{"fc1", 1.25}, {"fc2", 0.31}};

@@ -29,9 +29,9 @@
 class BatchLoader {
   public:
     struct Batch {
-        int slot = 0;      // which staging buffer (batch index % slots)
-        size_t index = 0;  // batch number within the epoch
-        int rows = 0;      // the last batch may be smaller
+        int slot = 0;                     // which staging buffer (batch index % slots)
+        size_t index = 0;                 // batch number within the epoch
+        int rows = 0;                     // the last batch may be smaller
         const uint8_t* pixels = nullptr;  // pinned, [rows × 784]
         const uint8_t* labels = nullptr;  // pinned, [rows]
     };

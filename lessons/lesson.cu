@@ -19,12 +19,6 @@
 
 namespace {
 
-// Flushes, so that a run piped into a file or `tee` shows each line when it happens, not at exit.
-void print(const std::string& text) {
-    std::fputs(text.c_str(), stdout);
-    std::fflush(stdout);
-}
-
 TrainOptions lesson_defaults() {
     TrainOptions o;
     o.hidden = {1024, 1024};
@@ -46,8 +40,7 @@ uint64_t fnv1a(const void* data, size_t bytes, uint64_t hash) {
 
 }  // namespace
 
-Lesson::Lesson(int argc, char** argv, const char* program, const char* idea,
-               const std::function<void(Cli&)>& add_flags)
+Lesson::Lesson(int argc, char** argv, const char* program, const char* idea, const std::function<void(Cli&)>& add_flags)
     : options(lesson_defaults()), program_(program), report_(program) {
     bool full = false;
     Cli cli(program, std::string(idea) + "\nOn the CPU backend it trains on a subset unless --full (see the banner).",
@@ -73,11 +66,12 @@ Lesson::Lesson(int argc, char** argv, const char* program, const char* idea,
     banner += "device: " + device_summary() + "\n";
     banner += "data:   " + data.describe() + "\n";
     if (subset) {
-        banner += "        CPU backend: a subset, so that the lesson takes a minute or two; --full trains on all of MNIST\n"
-                  "        (about 1 s per step of 128 images on 2 cores: some 45 minutes for 5 epochs)\n";
+        banner +=
+            "        CPU backend: a subset, so that the lesson takes a minute or two; --full trains on all of MNIST\n"
+            "        (about 1 s per step of 128 images on 2 cores: some 45 minutes for 5 epochs)\n";
     }
     banner += "model:  " + format_config(options) + "\n\n";
-    print(banner);
+    print_flushed(banner);
 
     report_.set_device(device_summary());
     report_.set_data(data.describe());
@@ -146,7 +140,8 @@ Mlp& Lesson::model(int staging_slots, bool stage_raw_pixels, size_t extra_device
             CUDA_CHECK(cudaMemset(layer.bias_v, 0, init[l].bias.size() * sizeof(float)));
         }
     }
-    uint8_t* pixels = ledger.allocate<uint8_t>(MemoryCategory::input_staging, "test set pixels", data.test.images.size());
+    uint8_t* pixels =
+        ledger.allocate<uint8_t>(MemoryCategory::input_staging, "test set pixels", data.test.images.size());
     uint8_t* labels = ledger.allocate<uint8_t>(MemoryCategory::input_staging, "test set labels", data.test.count);
     ledger.copy_to_device(pixels, data.test.images.data(), data.test.images.size());
     ledger.copy_to_device(labels, data.test.labels.data(), data.test.count);
@@ -190,14 +185,14 @@ void Lesson::finish_epoch(int epoch, const EpochTiming& timing, double loss_sum,
     metrics.seconds = timing.wall_ms / 1000.0;
     metrics.samples_per_second = metrics.seconds > 0 ? double(data.train.count) / metrics.seconds : 0.0;
     last_test_accuracy_ = metrics.test_accuracy;
-    print(epoch_line(metrics) + "\n");
+    print_flushed(epoch_line(metrics) + "\n");
     report_.add_epoch(metrics, timing);
 }
 
 int Lesson::finish() {
-    print("\n");
+    print_flushed("\n");
     const std::string epochs = options.epochs == 1 ? "the epoch" : "all " + std::to_string(options.epochs) + " epochs";
-    print(timing_table(timer.total(), "time per phase, " + epochs));
+    print_flushed(timing_table(timer.total(), "time per phase, " + epochs));
 
     // A checksum of the final weights: lessons that change only the data path must print the same one.
     uint64_t checksum = 0xcbf29ce484222325ull;
@@ -213,14 +208,15 @@ int Lesson::finish() {
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(checksum));
 
     const MemorySnapshot memory = ledger.snapshot();
-    print("\n");
-    print(memory_table(memory) + transfer_summary(memory));
-    print("final weights: checksum " + std::string(hex) + " (FNV-1a of every weight's bytes; equal = bitwise equal)\n");
+    print_flushed("\n");
+    print_flushed(memory_table(memory) + transfer_summary(memory));
+    print_flushed("final weights: checksum " + std::string(hex) +
+                  " (FNV-1a of every weight's bytes; equal = bitwise equal)\n");
     report_.set_memory(memory);
     report_.add_result("final_test_accuracy", last_test_accuracy_);
     report_.add_result("weights_checksum", std::string(hex));
     report_.write_json_or_exit(options.json_path);
-    if (!options.json_path.empty()) print("wrote " + options.json_path + "\n");
+    if (!options.json_path.empty()) print_flushed("wrote " + options.json_path + "\n");
     return 0;
 }
 
@@ -263,8 +259,9 @@ void Lesson::print_h2d_bandwidth_probe(size_t batch_bytes) {
     }
     CUDA_CHECK(cudaEventDestroy(start));
     CUDA_CHECK(cudaEventDestroy(stop));
-    print("host→device bandwidth probe (cudaMemcpyAsync, timed with CUDA events" +
-          std::string(on_cpu_backend() ? "; CPU backend: a memcpy, not PCIe" : "") + "):\n" + table.render() + "\n");
+    print_flushed("host→device bandwidth probe (cudaMemcpyAsync, timed with CUDA events" +
+                  std::string(on_cpu_backend() ? "; CPU backend: a memcpy, not PCIe" : "") + "):\n" + table.render() +
+                  "\n");
 }
 
 int run_lesson(int (*train)(int, char**), int argc, char** argv) {
@@ -298,14 +295,13 @@ void backward_simple(Mlp& net, int rows, cudaStream_t stream) {
         Mlp::Layer& layer = net.layers[l];
         const float* x = l == 0 ? net.input : net.layers[l - 1].output;
         linear_backward_weight(GemmVersion::naive, x, layer.output_grad, layer.weight_grad, rows, layer.in, layer.out,
-                               0.0f, stream);                                                  // dW = Xᵀ·dY
+                               0.0f, stream);                                                     // dW = Xᵀ·dY
         bias_grad(layer.output_grad, layer.bias_grad, rows, layer.out, layer.out, 0.0f, stream);  // db = Σ dY
         if (l > 0) {  // dX = dY·Wᵀ, then through the previous layer's ReLU (its output > 0 where it was active)
             Mlp::Layer& previous = net.layers[l - 1];
             linear_backward_input(GemmVersion::naive, layer.output_grad, layer.weight, previous.output_grad, rows,
                                   layer.in, layer.out, stream);
-            relu_backward(previous.output_grad, previous.output, previous.output_grad, size_t(rows) * layer.in,
-                          stream);
+            relu_backward(previous.output_grad, previous.output, previous.output_grad, size_t(rows) * layer.in, stream);
         }
     }
 }
@@ -345,8 +341,7 @@ void backward_fast(Mlp& net, int rows, GemmVersion gemm_version, float* workspac
             Mlp::Layer& previous = net.layers[l - 1];
             linear_backward_input(gemm_version, layer.output_grad, layer.weight, previous.output_grad, rows, layer.in,
                                   layer.out, stream);  // dX = dY·Wᵀ
-            relu_backward(previous.output_grad, previous.output, previous.output_grad, size_t(rows) * layer.in,
-                          stream);
+            relu_backward(previous.output_grad, previous.output, previous.output_grad, size_t(rows) * layer.in, stream);
         }
     }
 }
@@ -376,7 +371,8 @@ void print_gemm_staircase(Lesson& lesson, Mlp& net, float* workspace, size_t wor
             }
         }
         const EpochTiming& timing = timer.end_epoch();
-        const double forward_ms = timing[Phase::forward].ms / repeats, backward_ms = timing[Phase::backward].ms / repeats;
+        const double forward_ms = timing[Phase::forward].ms / repeats,
+                     backward_ms = timing[Phase::backward].ms / repeats;
         if (v == 1) v1_ms = forward_ms + backward_ms;
         char cells[4][32];
         std::snprintf(cells[0], sizeof cells[0], "%.3f", forward_ms);
@@ -395,4 +391,3 @@ void print_gemm_staircase(Lesson& lesson, Mlp& net, float* workspace, size_t wor
                 lesson.on_cpu_backend() ? "CPU timings" : "CUDA events", repeats, table.render().c_str());
     std::fflush(stdout);
 }
-

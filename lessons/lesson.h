@@ -67,9 +67,9 @@ class Lesson {
     // `extra_device_bytes`: device memory the lesson allocates itself next to the model (counted in the fit check).
     Mlp& model(int staging_slots = 1, bool stage_raw_pixels = true, size_t extra_device_bytes = 0);
 
-    size_t batches_per_epoch() const;            // ⌈training images / batch⌉
-    long total_steps() const;                    // batches_per_epoch · epochs
-    double lr_at(long step) const;               // the scheduled learning rate of step 0, 1, ...
+    size_t batches_per_epoch() const;             // ⌈training images / batch⌉
+    long total_steps() const;                     // batches_per_epoch · epochs
+    double lr_at(long step) const;                // the scheduled learning rate of step 0, 1, ...
     int rows_in_batch(size_t batch_index) const;  // batch, or fewer for the last one
 
     // After timer.end_epoch(): reads the epoch's count of correct training predictions (net.correct, which the

@@ -32,7 +32,8 @@ TEST_CASE("gather_rows equals gather_batch byte for byte, also for a partial las
             for (size_t first = 0; first < count; first += size_t(batch)) {
                 const int rows = int(std::min<size_t>(batch, count - first));
                 INFO("count=" << count << " batch=" << batch << " first=" << first << " rows=" << rows);
-                DeviceBuffer<uint8_t> out_pixels(size_t(batch) * kMnistPixels + 1), out_labels(static_cast<size_t>(batch) + 1);
+                DeviceBuffer<uint8_t> out_pixels(size_t(batch) * kMnistPixels + 1),
+                    out_labels(static_cast<size_t>(batch) + 1);
                 gather_rows(pixels.get(), labels.get(), d_order.get(), first, rows, kMnistPixels, out_pixels.get(),
                             out_labels.get());
                 std::vector<uint8_t> want_pixels(size_t(rows) * kMnistPixels), want_labels(static_cast<size_t>(rows));

@@ -61,8 +61,8 @@ struct Run {
 Run run(const Scratch& scratch, const std::string& binary, const std::string& args, const std::string& tag,
         const std::string& environment = "") {
     const std::string json_path = scratch.file(tag + ".json"), log_path = scratch.file(tag + ".log");
-    const std::string command = environment + " '" + std::string(BUILD_DIR) + "/" + binary + "' " + args +
-                                " --json '" + json_path + "' >'" + log_path + "' 2>&1";
+    const std::string command = environment + " '" + std::string(BUILD_DIR) + "/" + binary + "' " + args + " --json '" +
+                                json_path + "' >'" + log_path + "' 2>&1";
     const int status = std::system(command.c_str());
     Run result;
     result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -176,7 +176,8 @@ TEST_CASE("lessons: 04 with every GEMM step follows lesson 03, and one step twic
         std::snprintf(name, sizeof name, "v%d", v);  // (not "v" + to_string: g++ 12 warns -Wrestrict on that)
         const std::string step = name;
         const Run fast = run(scratch, "lessons/lesson04_fast_kernels", data + kQuick + " --gemm " + step, step);
-        UNSCOPED_INFO(step << " relative loss difference " << std::fabs(fast.report["epochs"][1]["train_loss"].get<double>() - want) / want);
+        UNSCOPED_INFO(step << " relative loss difference "
+                           << std::fabs(fast.report["epochs"][1]["train_loss"].get<double>() - want) / want);
         INFO(fast.output);
         REQUIRE(fast.exit_code == 0);
         check_report_keys(fast.report);

@@ -173,8 +173,7 @@ TEST_CASE("memory ledger: pageable host memory needs no device (the CPU referenc
     CHECK(s.total[int(MemorySpace::device)].peak == 0);
 }
 
-TEST_CASE("memory ledger: the fit check names the overflowing category and the largest batch that fits",
-          "[memory]") {
+TEST_CASE("memory ledger: the fit check names the overflowing category and the largest batch that fits", "[memory]") {
     ModelShape shape{{784, 1024, 1024, 10}, 128, 4, 4, OptimizerKind::adamw, false};
     const size_t need = predict_device_memory(shape).total();
     CHECK(check_device_fits(shape, 1000, "the test set", need + 1000).empty());  // exactly enough

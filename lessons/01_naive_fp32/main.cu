@@ -35,8 +35,10 @@ int train(int argc, char** argv) {
                                                       train_set.images.size(), HostMemory::pageable);
     for (size_t i = 0; i < train_set.images.size(); ++i) train_floats[i] = normalize_pixel(train_set.images[i]);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    std::printf("host: normalized the training set to float32 once: %s in %.1f ms (before training, not in the "
-                "tables)\n\n", format_bytes(train_set.images.size() * sizeof(float)).c_str(), ms);
+    std::printf(
+        "host: normalized the training set to float32 once: %s in %.1f ms (before training, not in the "
+        "tables)\n\n",
+        format_bytes(train_set.images.size() * sizeof(float)).c_str(), ms);
 
     // One batch in pageable host memory (plain operator new): what cudaMemcpy copies from.
     float* batch_pixels = ledger.allocate_host<float>(MemoryCategory::input_staging, "batch pixels (float)",

@@ -69,18 +69,18 @@ int train(int argc, char** argv) {
         CUDA_CHECK(cudaEventCreateWithFlags(&consumed[s], cudaEventDisableTiming));
     }
     double* loss_sum = ledger.allocate<double>(MemoryCategory::workspace, "epoch loss sum", 1);
-    double* loss_sum_host = ledger.allocate_host<double>(MemoryCategory::workspace, "epoch loss sum (host)", 1,
-                                                         HostMemory::pinned);
+    double* loss_sum_host =
+        ledger.allocate_host<double>(MemoryCategory::workspace, "epoch loss sum (host)", 1, HostMemory::pinned);
 
     // --resident: the training set and each epoch's order live on the device; no loader, no per-batch copy.
     uint8_t *resident_pixels = nullptr, *resident_labels = nullptr;
     uint32_t* order_on_device = nullptr;
     std::optional<BatchLoader> loader;
     if (resident) {
-        resident_pixels = ledger.allocate<uint8_t>(MemoryCategory::input_staging, "training set pixels",
-                                                   train_set.images.size());
-        resident_labels = ledger.allocate<uint8_t>(MemoryCategory::input_staging, "training set labels",
-                                                   train_set.count);
+        resident_pixels =
+            ledger.allocate<uint8_t>(MemoryCategory::input_staging, "training set pixels", train_set.images.size());
+        resident_labels =
+            ledger.allocate<uint8_t>(MemoryCategory::input_staging, "training set labels", train_set.count);
         order_on_device = ledger.allocate<uint32_t>(MemoryCategory::input_staging, "epoch order", train_set.count);
         ledger.copy_to_device(resident_pixels, train_set.images.data(), train_set.images.size(), compute);
         ledger.copy_to_device(resident_labels, train_set.labels.data(), train_set.count, compute);
@@ -193,12 +193,16 @@ int train(int argc, char** argv) {
     std::printf("\nimage bytes copied per epoch: %s%s\n", format_bytes(image_bytes_per_epoch).c_str(),
                 resident ? " (--resident: only the epoch's order crosses, 4 bytes per image)" : " (1 byte per pixel)");
     if (!resident && !lesson.streams_overlap()) {
-        std::printf("copy time hidden behind compute: not measurable here (the CPU backend runs streams one after "
-                    "the other unless CUDA_CPU_ASYNC=1; %.2f ms of copies)\n", copy_ms);
+        std::printf(
+            "copy time hidden behind compute: not measurable here (the CPU backend runs streams one after "
+            "the other unless CUDA_CPU_ASYNC=1; %.2f ms of copies)\n",
+            copy_ms);
     } else if (!resident) {
         const double hidden = copy_ms > 0 ? std::max(0.0, copy_ms - wait_ms) / copy_ms : 0.0;
-        std::printf("copy time hidden behind compute: %.1f%% (copies %.2f ms on the copy stream; the compute stream "
-                    "waited %.2f ms for its input)\n", 100.0 * hidden, copy_ms, wait_ms);
+        std::printf(
+            "copy time hidden behind compute: %.1f%% (copies %.2f ms on the copy stream; the compute stream "
+            "waited %.2f ms for its input)\n",
+            100.0 * hidden, copy_ms, wait_ms);
         lesson.add_result("copy_hidden_fraction", hidden);
     }
     lesson.add_result("image_bytes_per_epoch", int64_t(image_bytes_per_epoch));
