@@ -2,6 +2,9 @@
 //
 // computes: db[c] = Σ_r dY[r][c] + beta·db[c]   (rows × cols, leading dimension ldy; db not read when beta == 0)
 //           The bias is added to every row in the forward pass, so its gradient collects every row's gradient.
+//           dY and db are each float or __half (lesson 05: fp16 activation gradients, fp32 or fp16 db): the values
+//           are converted to fp32 on load, summed in fp32 in the same fixed order whatever the types, and the
+//           result (with beta·db) is rounded once into db. The two-pass workspace is fp32 either way.
 // reference: reference::bias_grad(rows, cols, dY, ldy, db) in common/reference_ops.h (the same order; no beta).
 // versions (both without atomics: every sum is taken in a fixed order, so results are bitwise reproducible):
 //   bias_grad (one pass, the simple kernel of lessons 01–03): a block of 32 × 32 threads owns 32 columns. Thread
@@ -26,17 +29,19 @@
 #include <stdexcept>
 
 #include "common/launch.h"
+#include "kernels/fp16_elementwise.cuh"  // as_float, float_to, kIsFloatOrHalf
 #include "kernels/warp_reduce.cuh"
 
-// db[c] = Σ_r dY[r][c] (+ beta·db[c]) for r < rows: one block per 32 columns.
-static __global__ void bias_grad_kernel(int rows, int cols, const float* dY, int ldy, float beta, float* db) {
+// db[c] = Σ_r dY[r][c] (+ beta·db[c]) for r < rows: one block per 32 columns. TY, TB: float or __half.
+template <typename TY, typename TB>
+__global__ void bias_grad_kernel(int rows, int cols, const TY* dY, int ldy, float beta, TB* db) {
     __shared__ float partial[32][33];  // +1 column: the transposed read below would otherwise be a 32-way conflict
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int col0 = blockIdx.x * 32;
 
     float sum = 0.0f;
     if (col0 + tx < cols) {
-        for (int r = ty; r < rows; r += 32) sum += dY[static_cast<size_t>(r) * ldy + col0 + tx];
+        for (int r = ty; r < rows; r += 32) sum += as_float(dY[static_cast<size_t>(r) * ldy + col0 + tx]);
     }
     partial[ty][tx] = sum;
     __syncthreads();
@@ -44,13 +49,14 @@ static __global__ void bias_grad_kernel(int rows, int cols, const float* dY, int
     // Warp ty (its lanes are tx = 0..31) now reduces column ty's 32 partial sums.
     const float total = group_sum(partial[tx][ty], 32);
     const int col = col0 + ty;
-    if (tx == 0 && col < cols) db[col] = beta == 0.0f ? total : total + beta * db[col];
+    if (tx == 0 && col < cols) db[col] = float_to<TB>(beta == 0.0f ? total : total + beta * as_float(db[col]));
 }
 
 inline constexpr int kBiasGradChunkRows = 256;  // rows per pass-1 block: 32 per thread of a 32 × 8 block
 
 // Pass 1: partials[chunk][c] = Σ dY[r][c] over the chunk's rows r = 256·chunk .. 256·chunk + 255 (and r < rows).
-static __global__ void bias_grad_partial_kernel(int rows, int cols, const float* dY, int ldy, float* partials) {
+template <typename TY>
+__global__ void bias_grad_partial_kernel(int rows, int cols, const TY* dY, int ldy, float* partials) {
     __shared__ float partial[8][32];  // partial[y][x]: thread (x, y)'s sum
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int col = blockIdx.x * 32 + tx, row0 = blockIdx.y * kBiasGradChunkRows;
@@ -62,7 +68,7 @@ static __global__ void bias_grad_partial_kernel(int rows, int cols, const float*
 #pragma unroll
         for (int i = 0; i < kBiasGradChunkRows / 8; ++i) {
             const int r = row0 + 8 * i + ty;
-            if (r < rows) sum += dY[static_cast<size_t>(r) * ldy + col];  // a warp: 32 consecutive floats of row r
+            if (r < rows) sum += as_float(dY[static_cast<size_t>(r) * ldy + col]);  // a warp: 32 consecutive values
         }
     }
     partial[ty][tx] = sum;
@@ -77,12 +83,14 @@ static __global__ void bias_grad_partial_kernel(int rows, int cols, const float*
     }
 }
 
-// The one-pass launcher: no workspace, one launch; fine for the batch sizes of lessons 01–03.
-inline void bias_grad(const float* dY, float* db, int rows, int cols, int ldy, float beta = 0.0f,
-                      cudaStream_t stream = 0) {
+// The one-pass launcher: no workspace, one launch; fine for the batch sizes of lessons 01–03. TY, TB: float or
+// __half.
+template <typename TY, typename TB>
+void bias_grad(const TY* dY, TB* db, int rows, int cols, int ldy, float beta = 0.0f, cudaStream_t stream = 0) {
+    static_assert(kIsFloatOrHalf<TY> && kIsFloatOrHalf<TB>, "bias_grad: dY and db must be float or __half");
     if (rows < 0 || cols < 0 || ldy < cols) throw std::invalid_argument("bias_grad: bad sizes or ldy < cols");
     if (cols == 0) return;
-    launch(bias_grad_kernel, dim3(ceil_div(cols, 32)), dim3(32, 32), 0, stream, rows, cols, dY, ldy, beta, db);
+    launch(bias_grad_kernel<TY, TB>, dim3(ceil_div(cols, 32)), dim3(32, 32), 0, stream, rows, cols, dY, ldy, beta, db);
 }
 
 // Row chunks of pass 1: ceil(rows / 256), written so that rows near INT_MAX cannot overflow.
@@ -99,8 +107,11 @@ inline size_t bias_grad_workspace_floats(int rows, int cols) {
 // The two-pass launcher: same result contract as bias_grad (bitwise reproducible, though not the same bits as the
 // one-pass kernel: the additions are grouped differently). `workspace` holds at least workspace_floats floats of
 // device memory, and workspace_floats ≥ bias_grad_workspace_floats(rows, cols); its contents need no initializing.
-inline void bias_grad_two_pass(const float* dY, float* db, int rows, int cols, int ldy, float beta, float* workspace,
-                               size_t workspace_floats, cudaStream_t stream = 0) {
+// TY, TB: float or __half; the workspace is float for every type (the partial sums stay fp32).
+template <typename TY, typename TB>
+void bias_grad_two_pass(const TY* dY, TB* db, int rows, int cols, int ldy, float beta, float* workspace,
+                        size_t workspace_floats, cudaStream_t stream = 0) {
+    static_assert(kIsFloatOrHalf<TY> && kIsFloatOrHalf<TB>, "bias_grad_two_pass: dY and db must be float or __half");
     if (rows < 0 || cols < 0 || ldy < cols) throw std::invalid_argument("bias_grad_two_pass: bad sizes or ldy < cols");
     const size_t needed = bias_grad_workspace_floats(rows, cols);
     if (workspace_floats < needed || (needed > 0 && workspace == nullptr)) {
@@ -117,10 +128,10 @@ inline void bias_grad_two_pass(const float* dY, float* db, int rows, int cols, i
         throw std::invalid_argument("bias_grad_two_pass: more than 65535 * 256 rows");
     }
     if (chunks > 0) {
-        launch(bias_grad_partial_kernel, dim3(ceil_div(cols, 32), chunks), dim3(32, 8), 0, stream, rows, cols, dY, ldy,
-               workspace);
+        launch(bias_grad_partial_kernel<TY>, dim3(ceil_div(cols, 32), chunks), dim3(32, 8), 0, stream, rows, cols, dY,
+               ldy, workspace);
     }
     // Pass 2: the one-pass kernel over the chunks × cols matrix of partials (0 rows when rows == 0: db = beta·db).
-    launch(bias_grad_kernel, dim3(ceil_div(cols, 32)), dim3(32, 32), 0, stream, chunks, cols,
+    launch(bias_grad_kernel<float, TB>, dim3(ceil_div(cols, 32)), dim3(32, 32), 0, stream, chunks, cols,
            static_cast<const float*>(workspace), cols, beta, db);
 }

@@ -4,6 +4,10 @@
 //           predictions[r] = argmax_c logits[r][c]                           (if predictions != nullptr)
 //           Only one int comes back to the host per evaluation (the caller zeroes *correct, runs every batch,
 //           copies the count once), instead of the whole logits matrix per batch.
+//           Logits are float or __half (lesson 05); halves are compared as the floats they convert to (exactly),
+//           so the argmax and its ties are those of the fp16 values.
+// reference: reference::count_correct(rows, cols, logits, ld, labels) and reference::argmax_rows in
+//   common/reference_ops.h.
 // versions (one): a group of row_group_width(classes) lanes per row (16 for 10 classes) finds the row's argmax
 //   with a shuffle reduction of (value, index) pairs; the group's first lane scores the row; the block adds its
 //   rows' scores (shuffles, then shared memory across warps) and one thread does one integer atomicAdd for the
@@ -15,10 +19,12 @@
 #include <stdexcept>
 
 #include "common/launch.h"
+#include "kernels/fp16_elementwise.cuh"  // as_float, kIsFloatOrHalf
 #include "kernels/warp_reduce.cuh"
 
-template <typename Label>
-__global__ void count_correct_kernel(int batch, int classes, int width, const float* logits, const Label* labels,
+// T: float or __half.
+template <typename T, typename Label>
+__global__ void count_correct_kernel(int batch, int classes, int width, const T* logits, const Label* labels,
                                      int* correct, int32_t* predictions) {
     __shared__ int warp_counts[32];
     const int rows_per_block = blockDim.x / width;
@@ -29,10 +35,11 @@ __global__ void count_correct_kernel(int batch, int classes, int width, const fl
     float best = -INFINITY;
     int best_index = classes;  // loses every tie against a real column
     if (valid) {
-        const float* z = logits + static_cast<size_t>(row) * classes;
+        const T* z = logits + static_cast<size_t>(row) * classes;
         for (int c = lane; c < classes; c += width) {
-            if (z[c] > best || best_index == classes) {  // the first column a lane sees always counts (even -inf)
-                best = z[c];
+            const float v = as_float(z[c]);
+            if (v > best || best_index == classes) {  // the first column a lane sees always counts (even -inf)
+                best = v;
                 best_index = c;
             }
         }
@@ -54,13 +61,15 @@ __global__ void count_correct_kernel(int batch, int classes, int width, const fl
     }
 }
 
-template <typename Label>
-void count_correct(const float* logits, const Label* labels, int* correct, int batch, int classes,
+// T: float or __half. Label: uint8_t (MNIST) or int32_t. *correct is accumulated into (the caller zeroes it).
+template <typename T, typename Label>
+void count_correct(const T* logits, const Label* labels, int* correct, int batch, int classes,
                    int32_t* predictions = nullptr, cudaStream_t stream = 0) {
+    static_assert(kIsFloatOrHalf<T>, "count_correct: logits must be float or __half");
     if (batch < 0 || classes < 1) throw std::invalid_argument("count_correct: need batch >= 0 and classes >= 1");
     if (batch == 0) return;
     const int width = row_group_width(classes);
     const int threads = 256;
-    launch(count_correct_kernel<Label>, dim3(ceil_div(batch, threads / width)), dim3(threads), 0, stream, batch,
+    launch(count_correct_kernel<T, Label>, dim3(ceil_div(batch, threads / width)), dim3(threads), 0, stream, batch,
            classes, width, logits, labels, correct, predictions);
 }
