@@ -3,9 +3,13 @@
 //   build/cuda/bench/bench               every GEMM step (kernels/gemm_v1_naive.cuh … gemm_v6_double_buffered.cuh)
 //                                        at the MLP's shapes (batch 128 and 1024, 784 → 1024 → 1024 → 10: forward,
 //                                        input gradient, weight gradient) and at 4096³, beside cuBLAS SGEMM; then
-//                                        the memory-bound kernels beside a device-to-device copy
+//                                        every tensor-core HGEMM step (kernels/hgemm_v1_warp_tile.cuh …
+//                                        hgemm_v3_pipelined.cuh: fp16 in, fp32 accumulation) at the same shapes,
+//                                        beside cuBLAS HGEMM (cublasGemmEx, fp16 in, fp32 compute); then the
+//                                        memory-bound kernels beside a device-to-device copy
 //   build/cuda/bench/bench --quick       fewer repetitions, smaller memory-bound sizes
 //   build/cuda/bench/bench --version 6   only GEMM step 6 (and cuBLAS)
+//   build/cuda/bench/bench --hgemm-version 3   only HGEMM step 3 (and cuBLAS HGEMM)
 //   build/cpu/bench/bench                the same on the CPU backend: small sizes (256³ instead of 4096³), few runs
 //
 // Figures are printed, never asserted. Method (what keeps them honest):
@@ -23,7 +27,8 @@
 //   * GEMM inputs and outputs rotate over enough buffer sets to exceed twice the L2 cache, so a run does not find
 //     its operands left in L2 by the previous one (memory-bound kernels use working sets far larger than L2);
 //   * GEMM: GFLOP/s = 2·M·N·K / time, and % of cuBLAS SGEMM (FP32, no TF32) on the same shape, same timing, same
-//     run;
+//     run; HGEMM: the same with % of cuBLAS's fp16 GEMM (fp16 in, fp32 compute, the output type of the lessons:
+//     fp16 for the forward and input-gradient GEMMs and the square, fp32 for the weight gradients);
 //   * memory-bound kernels: GB/s = bytes the kernel must move / time, and % of a cudaMemcpy device-to-device copy
 //     (2 bytes moved per byte copied) measured in the same run.
 // Goals on an H200 (to be measured when a GPU is available; nothing here has been): the top GEMM step (kFastestGemm)
@@ -41,6 +46,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/device_info.h"
@@ -51,6 +57,7 @@
 #include "kernels/elementwise.cuh"
 #include "kernels/evaluate.cuh"
 #include "kernels/gemm.cuh"
+#include "kernels/hgemm.cuh"
 #include "kernels/normalize.cuh"
 #include "kernels/optimizers.cuh"
 #include "kernels/softmax_cross_entropy.cuh"
@@ -72,17 +79,19 @@ constexpr bool kCpuBackend = false;
 
 struct Options {
     bool quick = false;
-    int only_version = 0;  // 0: all GEMM versions
+    int only_version = 0;        // 0: all GEMM versions
+    int only_hgemm_version = 0;  // 0: all HGEMM versions
 };
 
 void print_usage() {
     std::printf(
-        "usage: bench [--quick] [--version N] [--help]\n"
+        "usage: bench [--quick] [--version N] [--hgemm-version N] [--help]\n"
         "Validates every kernel in kernels/ against the float64 reference, then times it.\n"
-        "  --quick      fewer repetitions and smaller memory-bound sizes\n"
-        "  --version N  time only GEMM step N (1 naive, 2 coalesced, 3 smem_tiled, 4 register_blocked,\n"
-        "               5 vectorized, 6 double_buffered)\n"
-        "  --help       this text\n");
+        "  --quick            fewer repetitions and smaller memory-bound sizes\n"
+        "  --version N        time only GEMM step N (1 naive, 2 coalesced, 3 smem_tiled, 4 register_blocked,\n"
+        "                     5 vectorized, 6 double_buffered)\n"
+        "  --hgemm-version N  time only tensor-core HGEMM step N (1 warp_tile, 2 block_tile, 3 pipelined)\n"
+        "  --help             this text\n");
 }
 
 Options parse_options(int argc, char** argv) {
@@ -94,6 +103,16 @@ Options parse_options(int argc, char** argv) {
             std::exit(0);
         } else if (arg == "--quick") {
             options.quick = true;
+        } else if (arg == "--hgemm-version" || arg.rfind("--hgemm-version=", 0) == 0) {
+            std::string value = arg == "--hgemm-version" ? (i + 1 < argc ? argv[++i] : "") : arg.substr(16);
+            char* end = nullptr;
+            const long version = std::strtol(value.c_str(), &end, 10);
+            if (value.empty() || *end != '\0' || version < 1 || version > kHgemmVersionCount) {
+                std::fprintf(stderr, "bench: --hgemm-version needs 1..%d, not '%s'\n", kHgemmVersionCount,
+                             value.c_str());
+                std::exit(2);
+            }
+            options.only_hgemm_version = static_cast<int>(version);
         } else if (arg == "--version" || arg.rfind("--version=", 0) == 0) {
             std::string value = arg == "--version" ? (i + 1 < argc ? argv[++i] : "") : arg.substr(10);
             char* end = nullptr;
@@ -219,6 +238,18 @@ void cublas_gemm(Transpose op_a, Transpose op_b, int M, int N, int K, float alph
                  const float* B, int ldb, float beta, float* C, int ldc) {
     const auto op = [](Transpose t) { return t == Transpose::yes ? CUBLAS_OP_T : CUBLAS_OP_N; };
     CUBLAS_CHECK(cublasSgemm(cublas_handle(), op(op_b), op(op_a), N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc));
+}
+
+// cuBLAS's tensor-core GEMM for what hgemm computes (without its epilogue): A and B fp16, products summed in fp32
+// (CUBLAS_COMPUTE_32F), C written as fp16 or fp32. The same row-major trick.
+template <typename OutT>
+void cublas_hgemm(Transpose op_a, Transpose op_b, int M, int N, int K, float alpha, const __half* A, int lda,
+                  const __half* B, int ldb, OutT* C, int ldc) {
+    const auto op = [](Transpose t) { return t == Transpose::yes ? CUBLAS_OP_T : CUBLAS_OP_N; };
+    const float beta = 0.0f;
+    const cudaDataType c_type = std::is_same_v<OutT, float> ? CUDA_R_32F : CUDA_R_16F;
+    CUBLAS_CHECK(cublasGemmEx(cublas_handle(), op(op_b), op(op_a), N, M, K, &alpha, B, CUDA_R_16F, ldb, A, CUDA_R_16F,
+                              lda, &beta, C, c_type, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 #endif
 
@@ -411,6 +442,174 @@ void bench_gemm(const Options& options, const std::vector<int>& versions) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// Tensor-core GEMM: fp16 inputs, fp32 accumulation (kernels/hgemm.cuh)
+
+std::vector<__half> to_halves(const std::vector<float>& values) {
+    std::vector<__half> h(values.size());
+    for (size_t i = 0; i < values.size(); ++i) h[i] = __float2half(values[i]);
+    return h;
+}
+
+std::vector<float> to_floats(const std::vector<__half>& halves) {
+    std::vector<float> f(halves.size());
+    for (size_t i = 0; i < halves.size(); ++i) f[i] = __half2float(halves[i]);
+    return f;
+}
+
+using HgemmFunction = std::function<void(Transpose, Transpose, int, int, int, float, const __half*, int, const __half*,
+                                         int, float*, int, HgemmEpilogue)>;
+
+// Every leading dimension a multiple of 8 (steps 2–3: 16-byte copies) and ceil(1288/128) · ceil(1416/128) = 11 · 12
+// = 132 output tiles (128×128 tiles): the paths the large timed shapes take. (kAlignedShape's 1284, 1412 and 36 are
+// multiples of 4 only.)
+constexpr ValidationShape kHgemmAlignedShape{1288, 1416, 40};
+
+// Against the float64 reference on the same fp16 values (exact in float). Each product of two fp16 values is exact
+// in fp32, and each of the K fp32 additions errs by at most 2^-24 of a partial sum, itself at most Σ|a·b| ≤ K for
+// inputs in [-1, 1]; 6 more roundings cover the tensor cores' block-wise additions and the epilogue (the
+// derivation is in tests/test_kernels_hgemm.cu): |error| ≤ (K + 6)·2^-24·(K + 1), the 1 for the bias.
+bool validate_hgemm(const char* name, const HgemmFunction& hgemm_fn, bool epilogue_supported, ValidationShape shape) {
+    bool ok = true;
+    const int M = shape.M, N = shape.N, K = shape.K;
+    for (Transpose ta : {Transpose::no, Transpose::yes}) {
+        for (Transpose tb : {Transpose::no, Transpose::yes}) {
+            const bool trans_a = ta == Transpose::yes, trans_b = tb == Transpose::yes;
+            const int lda = trans_a ? M : K, ldb = trans_b ? K : N;
+            const std::vector<__half> a = to_halves(random_floats(static_cast<size_t>(M) * K));
+            const std::vector<__half> b = to_halves(random_floats(static_cast<size_t>(K) * N));
+            const std::vector<__half> bias = to_halves(random_floats(N));
+            DeviceBuffer<__half> d_a(a), d_b(b), d_bias(bias);
+            DeviceBuffer<float> d_c(static_cast<size_t>(M) * N);
+            const bool fuse = epilogue_supported && !trans_a && !trans_b;  // the forward GEMM: bias + ReLU
+            hgemm_fn(ta, tb, M, N, K, 1.0f, d_a.get(), lda, d_b.get(), ldb, d_c.get(), N,
+                     HgemmEpilogue{fuse ? d_bias.get() : nullptr, fuse});
+            std::vector<double> ref(static_cast<size_t>(M) * N);
+            reference::gemm<float, double>(trans_a, trans_b, M, N, K, 1.0, to_floats(a).data(), lda,
+                                           to_floats(b).data(), ldb, 0.0, ref.data(), N);
+            if (fuse) {
+                for (int r = 0; r < M; ++r) {
+                    for (int c = 0; c < N; ++c) ref[r * N + c] = std::max(ref[r * N + c] + __half2float(bias[c]), 0.0);
+                }
+            }
+            const std::string what = std::string(name) + (trans_a ? " T" : " N") + (trans_b ? "T" : "N");
+            ok = report_mismatches(what.c_str(), d_c.download(), ref, (K + 6) * std::ldexp(1.0, -24) * (K + 1), 0.0) &&
+                 ok;
+        }
+    }
+    return ok;
+}
+
+// One shape: every chosen HGEMM step (and cuBLAS in the cuda flavor), output type OutT, rows printed as bench_gemm
+// prints them. top_step_percent: the top step's % of cuBLAS at 4096³ (stream timing), when measured.
+template <typename OutT>
+void bench_hgemm_shape(const TimingPlan& plan, size_t l2, const GemmShape& s, const std::vector<int>& versions,
+                       double& top_step_percent) {
+    const bool ta = s.op_a == Transpose::yes, tb = s.op_b == Transpose::yes;
+    const int lda = ta ? s.M : s.K, ldb = tb ? s.K : s.N, ldc = s.N;
+    const size_t a_count = static_cast<size_t>(s.M) * s.K, b_count = static_cast<size_t>(s.K) * s.N,
+                 c_count = static_cast<size_t>(s.M) * s.N;
+    const size_t set_bytes = (a_count + b_count) * sizeof(__half) + c_count * sizeof(OutT);
+    // Enough sets that cycling through them touches more than 2× the L2 cache between two uses of one set.
+    const int sets = static_cast<int>(std::clamp<size_t>(l2 == 0 ? 1 : (2 * l2) / set_bytes + 1, 1, 256));
+    std::vector<std::unique_ptr<DeviceBuffer<__half>>> a, b;
+    std::vector<std::unique_ptr<DeviceBuffer<OutT>>> c;
+    for (int i = 0; i < sets; ++i) {
+        a.push_back(std::make_unique<DeviceBuffer<__half>>(to_halves(random_floats(a_count))));
+        b.push_back(std::make_unique<DeviceBuffer<__half>>(to_halves(random_floats(b_count))));
+        c.push_back(std::make_unique<DeviceBuffer<OutT>>(c_count));
+    }
+    DeviceBuffer<__half> bias(to_halves(random_floats(s.N)));
+    const HgemmEpilogue epilogue{s.bias_relu ? bias.get() : nullptr, s.bias_relu};
+    const double flop = 2.0 * s.M * s.N * s.K;
+    const auto gflops = [&](const Timing& t) { return flop / (t.median_ms * 1e6); };
+
+    // [0]: launch timing, [1]: stream timing (cuda flavor only).
+    const int timings = kCpuBackend ? 1 : 2;
+    double cublas_gflops[2] = {0.0, 0.0};
+#if !defined(CUDA_TEACH_CPU)
+    const std::function<void(int)> run_cublas = [&](int i) {
+        const int k = i % sets;
+        cublas_hgemm(s.op_a, s.op_b, s.M, s.N, s.K, 1.0f, a[k]->get(), lda, b[k]->get(), ldb, c[k]->get(), ldc);
+    };
+    const Timing cublas_single = time_runs(plan, run_cublas);
+    cublas_gflops[0] = gflops(cublas_single);
+    const int cublas_launches = stream_launches(cublas_single);  // 1 for long kernels: the same measurement
+    cublas_gflops[1] = cublas_launches == 1 ? cublas_gflops[0] : gflops(time_runs(plan, run_cublas, cublas_launches));
+#endif
+    std::vector<double> step_gflops[2];
+    for (int v : versions) {
+        const HgemmVersion version = hgemm_version_from_int(v);
+        const std::function<void(int)> run = [&](int i) {
+            const int k = i % sets;
+            hgemm(version, s.op_a, s.op_b, s.M, s.N, s.K, 1.0f, a[k]->get(), lda, b[k]->get(), ldb, c[k]->get(), ldc,
+                  epilogue);
+        };
+        const Timing single = time_runs(plan, run);
+        step_gflops[0].push_back(gflops(single));
+        if (timings == 2) {
+            const int launches = stream_launches(single);  // 1 for long kernels: the same measurement
+            step_gflops[1].push_back(launches == 1 ? gflops(single) : gflops(time_runs(plan, run, launches)));
+        }
+    }
+    for (int t = 0; t < timings; ++t) {
+        if (t == 0) {
+            std::printf("  %-22s %5d %5d %5d %-4s ", s.name.c_str(), s.M, s.N, s.K,
+                        std::is_same_v<OutT, float> ? "fp32" : "fp16");
+        } else {
+            std::printf("  %-22s %5s %5s %5s %-4s ", "", "", "", "", "");
+        }
+        std::printf("%-6s ", t == 0 ? "launch" : "stream");
+        for (size_t i = 0; i < versions.size(); ++i) {
+            const double g = step_gflops[t][i];
+            if (kCpuBackend) {
+                std::printf("| %8.3f           ", g);
+            } else {
+                std::printf("| %8.0f (%4.0f%%)   ", g, 100.0 * g / cublas_gflops[t]);
+            }
+            if (t == timings - 1 && s.M == 4096 && hgemm_version_from_int(versions[i]) == kFastestHgemm) {
+                top_step_percent = 100.0 * g / cublas_gflops[t];
+            }
+        }
+        if (!kCpuBackend) std::printf("| %8.0f ", cublas_gflops[t]);
+        std::printf("| %d\n", sets);
+    }
+    std::fflush(stdout);
+}
+
+void bench_hgemm(const Options& options, const std::vector<int>& versions) {
+    const TimingPlan plan = timing_plan(options);
+    const size_t l2 = l2_bytes();
+    std::printf("\nHGEMM, tensor cores, fp16 in, fp32 accumulation: GFLOP/s (median of runs)%s\n",
+                kCpuBackend ? " (CPU backend: launches are synchronous, so one timing: a lone launch)"
+                            : "; in brackets: % of cuBLAS (cublasGemmEx, fp16 in, CUBLAS_COMPUTE_32F) on the same\n"
+                              "  shape, output type and timing. launch: one synchronized launch per sample; stream:"
+                              " back-to-back launches / count");
+    std::printf("  %-22s %5s %5s %5s %-4s %-6s ", "shape", "M", "N", "K", "out", "timing");
+    for (int v : versions) std::printf("| %d %-17s", v, hgemm_version_name(hgemm_version_from_int(v)));
+    if (!kCpuBackend) std::printf("| %-9s", "cuBLAS");
+    std::printf("| sets\n");
+
+    double top_step_percent = -1.0;
+    for (const GemmShape& s : gemm_shapes()) {
+        // What the mixed-precision lessons write: fp32 weight gradients, fp16 activations and input gradients.
+        if (s.op_a == Transpose::yes) {
+            bench_hgemm_shape<float>(plan, l2, s, versions, top_step_percent);
+        } else {
+            bench_hgemm_shape<__half>(plan, l2, s, versions, top_step_percent);
+        }
+    }
+    if (!kCpuBackend) {
+        std::printf(
+            "  (forward shapes of hidden layers include our fused bias + ReLU epilogue; cuBLAS does the bare "
+            "GEMM)\n");
+        if (top_step_percent >= 0.0) {
+            std::printf("  %s (HGEMM step %d, the top) at 4096^3: %.0f%% of cuBLAS (stream timing; no goal set)\n",
+                        hgemm_version_name(kFastestHgemm), kHgemmVersionCount, top_step_percent);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // Memory-bound kernels
 
 bool validate_memory_bound() {
@@ -594,11 +793,16 @@ int main(int argc, char** argv) {
     for (int v = 1; v <= kGemmVersionCount; ++v) {
         if (options.only_version == 0 || options.only_version == v) versions.push_back(v);
     }
+    std::vector<int> hgemm_versions;
+    for (int v = 1; v <= kHgemmVersionCount; ++v) {
+        if (options.only_hgemm_version == 0 || options.only_hgemm_version == v) hgemm_versions.push_back(v);
+    }
 
     // 1. Validate, before any timing.
     std::printf(
-        "\nValidating against the float64 reference (all transposes; M=131 N=67 K=97, and M=1284 N=1412 K=36%s):\n",
-        kCpuBackend ? " for steps 4-6 only" : "");
+        "\nValidating against the float64 reference (all transposes; M=131 N=67 K=97, and M=1284 N=1412 K=36%s "
+        "or, for HGEMM, M=1288 N=1416 K=40):\n",
+        kCpuBackend ? " for GEMM steps 4-6 only" : "");
     bool ok = true;
     for (int v : versions) {
         const GemmVersion version = gemm_version_from_int(v);
@@ -624,6 +828,27 @@ int main(int argc, char** argv) {
     std::printf("  %-23s %s\n", "cuBLAS (row-major wrap)", cublas_ok ? "ok" : "WRONG");
     ok = ok && cublas_ok;
 #endif
+    for (int v : hgemm_versions) {
+        const HgemmVersion version = hgemm_version_from_int(v);
+        const HgemmFunction fn = [version](Transpose ta, Transpose tb, int M, int N, int K, float alpha,
+                                           const __half* A, int lda, const __half* B, int ldb, float* C, int ldc,
+                                           HgemmEpilogue e) {
+            hgemm(version, ta, tb, M, N, K, alpha, A, lda, B, ldb, C, ldc, e);
+        };
+        const bool good = validate_hgemm(hgemm_version_name(version), fn, true, kOddShape) &&
+                          validate_hgemm(hgemm_version_name(version), fn, true, kHgemmAlignedShape);
+        std::printf("  hgemm %d %-15s %s\n", v, hgemm_version_name(version), good ? "ok" : "WRONG");
+        ok = ok && good;
+    }
+#if !defined(CUDA_TEACH_CPU)
+    const HgemmFunction cublas_hgemm_fn =
+        [](Transpose ta, Transpose tb, int M, int N, int K, float alpha, const __half* A, int lda, const __half* B,
+           int ldb, float* C, int ldc, HgemmEpilogue) { cublas_hgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, C, ldc); };
+    const bool cublas_hgemm_ok = validate_hgemm("cublas hgemm", cublas_hgemm_fn, false, kOddShape) &&
+                                 validate_hgemm("cublas hgemm", cublas_hgemm_fn, false, kHgemmAlignedShape);
+    std::printf("  %-23s %s\n", "cuBLAS HGEMM (GemmEx)", cublas_hgemm_ok ? "ok" : "WRONG");
+    ok = ok && cublas_hgemm_ok;
+#endif
     const bool memory_ok = validate_memory_bound();
     std::printf("  %-23s %s\n", "memory-bound kernels", memory_ok ? "ok" : "WRONG");
     ok = ok && memory_ok;
@@ -634,6 +859,7 @@ int main(int argc, char** argv) {
 
     // 2. Time.
     bench_gemm(options, versions);
+    bench_hgemm(options, hgemm_versions);
     bench_memory_bound(options);
     return 0;
 }

@@ -1,5 +1,5 @@
-// common/tensor_core.h — the two warp-wide instructions behind a hand-written tensor-core GEMM, with one
-// spelling for both flavors:
+// common/tensor_core.h — the two warp-wide instructions behind a hand-written tensor-core GEMM, and the
+// asynchronous copy that feeds them, with one spelling for both flavors:
 //
 //   mma_m16n8k16_f16_f32(d, a, b, c)   D = A·B + C for one 16×8 tile with K = 16: A (16×16) and B (16×8)
 //                                      fp16, C and D fp32.
@@ -8,11 +8,16 @@
 //   ldmatrix_x1/_x2/_x4_trans(r, row)  split into the per-lane pieces mma wants (.trans: transposed).
 //                                      PTX ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16 (sm_75+)
 //   pack_halves(low, high)             two halves in one 32-bit register, `low` in bits 0..15.
+//   cp_async_16(dst, src)              start copying 16 bytes from global memory (src) to shared memory (dst)
+//                                      without waiting for them;
+//   cp_async_commit()                  close the copies this thread started so far into a group;
+//   cp_async_wait<N>()                 wait until at most N of this thread's groups are still in flight.
+//                                      PTX cp.async.cg.shared.global / commit_group / wait_group (sm_80+)
 //
-// Both are *warp collectives*: no lane owns a row or a column. The 32 lanes each hold a few elements of every
-// matrix (a "fragment"), and the instruction needs all 32 at once. All 32 lanes of the warp must execute the
-// same call (mma.sync/ldmatrix are `.aligned`); on a GPU anything else is undefined behavior, on the CPU
-// backend it stops the program with the kernel, block, thread and call site.
+// mma and ldmatrix are *warp collectives*: no lane owns a row or a column. The 32 lanes each hold a few
+// elements of every matrix (a "fragment"), and the instruction needs all 32 at once. All 32 lanes of the
+// warp must execute the same call (mma.sync/ldmatrix are `.aligned`); on a GPU anything else is undefined
+// behavior, on the CPU backend it stops the program with the kernel, block, thread and call site.
 //
 // Fragment layout of mma.m16n8k16 (PTX ISA 9.7.14.5.8, "Matrix Fragments for mma.m16n8k16 with floating
 // point type"). With g = lane / 4 ("groupID") and t = lane % 4 ("threadID_in_group"), each lane holds:
@@ -48,6 +53,13 @@
 // fragment of D. A GPU adds in its own order and precision, so compare with tolerances, never bit for bit.
 // The CPU backend also stops with a message when a lane of the warp exited or never arrives (divergence), and
 // when an ldmatrix row address is not 16-byte aligned. It cannot check that the address is in shared memory.
+//
+// cp.async is not a collective: each thread copies its own 16 bytes, and the copy lands in shared memory some
+// time before that thread's cp_async_wait returns (other threads see it after a __syncthreads that follows the
+// wait). On the CPU backend the copy happens at once, as a plain 16-byte copy, and commit and wait do nothing:
+// "already complete when issued" is one of the timings the PTX rules allow, so this is a correct implementation,
+// but it cannot expose a missing wait (a read of the destination before cp_async_wait sees the new data here and
+// stale data on a GPU). Both addresses must be 16-byte aligned; the CPU backend stops with a message when not.
 #pragma once
 
 #include <cstdint>
@@ -193,6 +205,15 @@ void ldmatrix(uint32_t* r, const void* row, std::source_location site) {
     for (int m = 0; m < kMatrices; ++m) r[m] = out.r[m];
 }
 
+[[noreturn]] inline void cp_async_misaligned(const void* dst, const void* src, std::source_location site) {
+    char text[512];
+    std::snprintf(text, sizeof text,
+                  "cp_async_16 at %s:%u: the shared destination %p and the global source %p must both be 16-byte "
+                  "aligned",
+                  site.file_name(), static_cast<unsigned>(site.line()), dst, src);
+    kernel_fault(text);
+}
+
 }  // namespace cpu_backend::tensor_core
 
 // `site` is filled in by the compiler: the CPU backend names the caller's line when a warp misuses a
@@ -233,6 +254,18 @@ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row,
                               std::source_location site = std::source_location::current()) {
     cpu_backend::tensor_core::ldmatrix<4, true>(r, row, site);
 }
+
+// cp.async on the CPU backend: the copy completes when issued (see the top of this file), so commit and wait have
+// nothing left to wait for.
+inline void cp_async_16(void* shared_dst, const void* global_src,
+                        std::source_location site = std::source_location::current()) {
+    if (reinterpret_cast<uintptr_t>(shared_dst) % 16 != 0 || reinterpret_cast<uintptr_t>(global_src) % 16 != 0)
+        cpu_backend::tensor_core::cp_async_misaligned(shared_dst, global_src, site);
+    std::memcpy(shared_dst, global_src, 16);
+}
+inline void cp_async_commit() {}
+template <int N>
+inline void cp_async_wait() {}
 
 #elif defined(__CUDACC__)
 
@@ -316,6 +349,32 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(address)
                  : "memory");
+#endif
+}
+
+// cp.async.cg: 16 bytes, cached in L2 only (the data goes to shared memory; no point keeping it in L1). The
+// "memory" clobbers keep the compiler from moving shared-memory reads of the destination above the wait.
+__device__ __forceinline__ void cp_async_16(void* shared_dst, const void* global_src) {
+    const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared_dst));
+#if defined(TENSOR_CORE_UNSUPPORTED_ARCH)
+    __trap();
+#else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" : : "r"(address), "l"(global_src) : "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(TENSOR_CORE_UNSUPPORTED_ARCH)
+    __trap();
+#else
+    asm volatile("cp.async.commit_group;\n" : : : "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(TENSOR_CORE_UNSUPPORTED_ARCH)
+    __trap();
+#else
+    asm volatile("cp.async.wait_group %0;\n" : : "n"(N) : "memory");
 #endif
 }
 

@@ -1,7 +1,7 @@
 // tests/test_tensor_core.cu — common/tensor_core.h: ldmatrix (x1/x2/x4, plain and .trans) element by element
 // against a plain C++ gather, mma.m16n8k16 on one tile with fragments loaded straight from the PTX layout
-// formulas and through ldmatrix, and a multi-tile GEMM built from them on awkward sizes, against a float64
-// GEMM of the same fp16 inputs.
+// formulas and through ldmatrix, a multi-tile GEMM built from them on awkward sizes, against a float64
+// GEMM of the same fp16 inputs, and cp.async (two commit groups, scattered destinations) bit for bit.
 //
 // (Misuse — a lane that skips the mma, a warp that is not full — must stop the CPU backend with a clear
 // message; those must-fail tests live with the backend's other fault tests.)
@@ -218,6 +218,33 @@ void check_gemm(int M, int N, int K) {
     CHECK(test_support::count_mismatches(dC.download(), ref, accumulation_tolerance(K), 1e-6, "C") == 0);
 }
 
+// ---- cp.async
+// -----------------------------------------------------------------------------------------------------
+
+// 64 threads each copy one 16-byte chunk (8 halves) of each of two 512-half regions into shared memory, to a
+// scattered chunk of the tile ((5i + 3) mod 64 is a permutation), as two commit groups. After cp_async_wait<1>
+// only the first group is guaranteed to have landed, so the first region is read out then; the second after
+// cp_async_wait<0>. out = the two tiles as they ended up.
+constexpr int kCopyChunks = 64;
+__host__ __device__ inline int copy_destination(int chunk) {
+    return (5 * chunk + 3) % kCopyChunks;
+}
+
+__global__ void cp_async_kernel(const __half* in, __half* out) {
+    __shared__ __align__(16) __half tile[2][kCopyChunks * 8];
+    const int i = threadIdx.x;
+    cp_async_16(&tile[0][8 * copy_destination(i)], in + 8 * i);
+    cp_async_commit();
+    cp_async_16(&tile[1][8 * copy_destination(i)], in + 8 * (kCopyChunks + i));
+    cp_async_commit();
+    cp_async_wait<1>();  // this thread's first group has landed (the second may still be in flight)
+    __syncthreads();     // everyone's first group
+    for (int e = i; e < kCopyChunks * 8; e += blockDim.x) out[e] = tile[0][e];
+    cp_async_wait<0>();
+    __syncthreads();
+    for (int e = i; e < kCopyChunks * 8; e += blockDim.x) out[kCopyChunks * 8 + e] = tile[1][e];
+}
+
 }  // namespace
 
 TEST_CASE("tensor core: ldmatrix x1 gives each lane its piece of one 8x8 matrix", "[tensor_core][kernels]") {
@@ -251,4 +278,30 @@ TEST_CASE("tensor core: a GEMM of many tiles on tile multiples and on awkward si
     check_gemm(64, 32, 48);  // exact multiples, several blocks, three K steps
     check_gemm(37, 19, 40);  // nothing divides: partial tiles in M, N and K
     check_gemm(1, 1, 1);
+}
+
+TEST_CASE("tensor core: cp.async copies 16-byte chunks to shared memory in commit groups", "[tensor_core][kernels]") {
+    REQUIRE_DEVICE();
+    auto rng = test_support::rng_for_test();
+    std::uniform_int_distribution<int> any(0, 0xFFFF);
+    std::vector<uint16_t> bits(2 * kCopyChunks * 8);
+    for (auto& b : bits) b = static_cast<uint16_t>(any(rng));  // raw bit patterns: a copy only moves bits
+    std::vector<__half> host(bits.size());
+    for (size_t i = 0; i < bits.size(); ++i) host[i] = __ushort_as_half(bits[i]);
+    test_support::DeviceBuffer<__half> in(host), out(host.size());  // out poisoned
+    launch(cp_async_kernel, 1, kCopyChunks, 0, nullptr, in.get(), out.get());
+    const auto got = out.download();
+    int mismatches = 0;
+    for (int region = 0; region < 2; ++region) {
+        for (int chunk = 0; chunk < kCopyChunks; ++chunk) {
+            for (int e = 0; e < 8; ++e) {
+                const size_t from = (region * kCopyChunks + chunk) * 8 + e;
+                const size_t to = (region * kCopyChunks + copy_destination(chunk)) * 8 + e;
+                if (__half_as_ushort(got[to]) != bits[from] && mismatches++ < 5)
+                    UNSCOPED_INFO("region " << region << " chunk " << chunk << " half " << e << ": got "
+                                            << __half_as_ushort(got[to]) << ", want " << bits[from]);
+            }
+        }
+    }
+    CHECK(mismatches == 0);
 }
