@@ -253,7 +253,7 @@ MemoryPrediction predict_device_memory(const ModelShape& shape) {
     size_t outputs = 0;  // Σ out_l
     for (size_t l = 1; l < shape.layer_sizes.size(); ++l) outputs += size_t(shape.layer_sizes[l]);
     set(MemoryCategory::parameters, params * shape.parameter_bytes);
-    set(MemoryCategory::gradients, params * shape.parameter_bytes);
+    set(MemoryCategory::gradients, params * shape.gradient_element_bytes());
     set(MemoryCategory::optimizer_state, params * sizeof(float) * (shape.optimizer == OptimizerKind::adamw ? 2 : 1));
     set(MemoryCategory::master_weights, shape.master_weights ? params * sizeof(float) : 0);
     set(MemoryCategory::activations, batch * (inputs + 2 * outputs) * shape.activation_bytes);

@@ -148,12 +148,14 @@ class MemoryLedger {
 struct ModelShape {
     std::vector<int> layer_sizes;  // 784, hidden..., 10
     int batch = 128;
-    size_t parameter_bytes = 4;   // per parameter and gradient element: 4 (fp32) or 2 (fp16/bf16)
+    size_t parameter_bytes = 4;   // per parameter element (and gradient, unless gradient_bytes): 4 or 2 (fp16)
     size_t activation_bytes = 4;  // per activation element
     OptimizerKind optimizer = OptimizerKind::sgd;
     bool master_weights = false;   // an fp32 copy of the parameters (with 2-byte parameters)
     int staging_slots = 1;         // device input staging buffers (2: one is filled while the other is read)
     bool stage_raw_pixels = true;  // false: the batch arrives as floats straight into X; only labels are staged
+    size_t gradient_bytes = 0;     // per gradient element; 0: the same as parameter_bytes (mixed precision: 4)
+    size_t gradient_element_bytes() const { return gradient_bytes != 0 ? gradient_bytes : parameter_bytes; }
 };
 
 struct MemoryPrediction {
@@ -180,7 +182,7 @@ size_t usable_device_bytes(size_t free_bytes, size_t total_bytes);
 // The canonical device buffer set of an MLP lesson (what allocate_mlp() allocates), for layers l = 1..L of
 // shape in_l → out_l and batch B:
 //   parameters      W_l [in_l × out_l], b_l [out_l]                        parameter_bytes each
-//   gradients       dW_l, db_l (same shapes)                                parameter_bytes each
+//   gradients       dW_l, db_l (same shapes)                                gradient_element_bytes() each
 //   optimizer state sgd: velocity for W_l, b_l; adamw: m and v for both     4 bytes each (fp32)
 //   master weights  fp32 W_l, b_l when master_weights                       4 bytes each
 //   activations     input X [B × in_1]; per layer output Y_l [B × out_l] and its gradient dY_l [B × out_l]
@@ -189,14 +191,17 @@ size_t usable_device_bytes(size_t free_bytes, size_t total_bytes);
 //                   batch's mean loss it reduces into) and one int counter (correct predictions)
 MemoryPrediction predict_device_memory(const ModelShape& shape);
 
-template <typename Param = float, typename Act = float>
+template <typename Param = float, typename Act = float, typename Grad = Param>
 struct MlpBuffers {
+    using ParamType = Param;
+    using ActType = Act;
+    using GradType = Grad;
     struct Layer {
         int in = 0, out = 0;
         Param* weight = nullptr;  // [in × out], row-major: y = x·W + b
         Param* bias = nullptr;    // [out]
-        Param* weight_grad = nullptr;
-        Param* bias_grad = nullptr;
+        Grad* weight_grad = nullptr;
+        Grad* bias_grad = nullptr;
         float* weight_m = nullptr;  // sgd: velocity; adamw: first moment
         float* bias_m = nullptr;
         float* weight_v = nullptr;  // adamw: second moment (null for sgd)
@@ -216,27 +221,29 @@ struct MlpBuffers {
 };
 
 // Allocates the buffers predict_device_memory(shape) describes, through the ledger. sizeof(Param) and
-// sizeof(Act) must equal shape.parameter_bytes and shape.activation_bytes.
-template <typename Param = float, typename Act = float>
-MlpBuffers<Param, Act> allocate_mlp(MemoryLedger& ledger, const ModelShape& shape) {
-    if (sizeof(Param) != shape.parameter_bytes || sizeof(Act) != shape.activation_bytes || shape.batch <= 0 ||
+// sizeof(Act) and sizeof(Grad) must equal shape.parameter_bytes, shape.activation_bytes and
+// shape.gradient_element_bytes().
+template <typename Param = float, typename Act = float, typename Grad = Param>
+MlpBuffers<Param, Act, Grad> allocate_mlp(MemoryLedger& ledger, const ModelShape& shape) {
+    if (sizeof(Param) != shape.parameter_bytes || sizeof(Act) != shape.activation_bytes ||
+        sizeof(Grad) != shape.gradient_element_bytes() || shape.batch <= 0 ||
         shape.staging_slots < 1 || shape.layer_sizes.size() < 2) {
         throw std::invalid_argument("allocate_mlp: the element types or the shape do not match the ModelShape");
     }
     using C = MemoryCategory;
     const size_t batch = static_cast<size_t>(shape.batch);
-    MlpBuffers<Param, Act> m;
+    MlpBuffers<Param, Act, Grad> m;
     m.input = ledger.allocate<Act>(C::activations, "X", batch * shape.layer_sizes[0]);
     for (size_t l = 0; l + 1 < shape.layer_sizes.size(); ++l) {
-        typename MlpBuffers<Param, Act>::Layer layer;
+        typename MlpBuffers<Param, Act, Grad>::Layer layer;
         layer.in = shape.layer_sizes[l];
         layer.out = shape.layer_sizes[l + 1];
         const size_t weights = size_t(layer.in) * layer.out, biases = size_t(layer.out);
         const std::string n = std::to_string(l + 1);
         layer.weight = ledger.allocate<Param>(C::parameters, "W" + n, weights);
         layer.bias = ledger.allocate<Param>(C::parameters, "b" + n, biases);
-        layer.weight_grad = ledger.allocate<Param>(C::gradients, "dW" + n, weights);
-        layer.bias_grad = ledger.allocate<Param>(C::gradients, "db" + n, biases);
+        layer.weight_grad = ledger.allocate<Grad>(C::gradients, "dW" + n, weights);
+        layer.bias_grad = ledger.allocate<Grad>(C::gradients, "db" + n, biases);
         const bool adamw = shape.optimizer == OptimizerKind::adamw;
         layer.weight_m = ledger.allocate<float>(C::optimizer_state, (adamw ? "m_W" : "velocity_W") + n, weights);
         layer.bias_m = ledger.allocate<float>(C::optimizer_state, (adamw ? "m_b" : "velocity_b") + n, biases);

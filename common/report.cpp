@@ -312,6 +312,16 @@ void RunReport::add_result(const std::string& key, const std::vector<double>& va
     (*results_)[key] = values;
 }
 
+void RunReport::add_result(const std::string& key, const std::vector<Row>& rows) {
+    Json list = Json::array();
+    for (const Row& row : rows) {
+        Json object = Json::object();
+        for (const auto& [name, value] : row) object[name] = scalar_json(value);
+        list.push_back(std::move(object));
+    }
+    (*results_)[key] = std::move(list);
+}
+
 Json& RunReport::results() {
     return *results_;
 }

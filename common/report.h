@@ -107,6 +107,9 @@ class RunReport {
     void set_memory(const MemorySnapshot& memory) { memory_ = memory, has_memory_ = true; }
     void add_result(const std::string& key, Scalar value);                       // anything else a lesson prints
     void add_result(const std::string& key, const std::vector<double>& values);  // e.g. every step's loss
+    // A list of flat objects, e.g. one per run of a comparison: [{"mode": "fp32", "test_accuracy": 0.98}, ...].
+    using Row = std::vector<std::pair<std::string, Scalar>>;
+    void add_result(const std::string& key, const std::vector<Row>& rows);
     // The "results" object itself, for anything else (nested objects, other arrays). With <nlohmann/json.hpp>:
     //     report.results()["layer_ms"] = {{"fc1", 1.25}, {"fc2", 0.31}};
     nlohmann::ordered_json& results();

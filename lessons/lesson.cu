@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "lessons/lesson.h"
+#include "lessons/mixed_precision.h"  // allocate_model
 
 #include "common/device_info.h"
 #include "common/reference_mlp.h"
@@ -40,7 +41,8 @@ uint64_t fnv1a(const void* data, size_t bytes, uint64_t hash) {
 
 }  // namespace
 
-Lesson::Lesson(int argc, char** argv, const char* program, const char* idea, const std::function<void(Cli&)>& add_flags)
+Lesson::Lesson(int argc, char** argv, const char* program, const char* idea, const std::function<void(Cli&)>& add_flags,
+               size_t cpu_train_images)
     : options(lesson_defaults()), program_(program), report_(program) {
     bool full = false;
     Cli cli(program, std::string(idea) + "\nOn the CPU backend it trains on a subset unless --full (see the banner).",
@@ -48,6 +50,11 @@ Lesson::Lesson(int argc, char** argv, const char* program, const char* idea, con
     cli.add_flag("--full", &full, "CPU backend: all of MNIST instead of the quick subset (a GPU always uses all)");
     if (add_flags) add_flags(cli);
     cli.parse_or_exit(argc, argv);
+    if (options.optimizer == OptimizerKind::sgd) {  // the defaults above are AdamW's; sgd's are TrainOptions'
+        const TrainOptions plain;
+        if (!cli.given("--lr")) options.lr = plain.lr;
+        if (!cli.given("--weight-decay")) options.weight_decay = plain.weight_decay;
+    }
 
 #if defined(CUDA_TEACH_CPU)
     // Every core: the kernels use no float atomics, so results do not depend on how blocks are spread over workers.
@@ -57,7 +64,7 @@ Lesson::Lesson(int argc, char** argv, const char* program, const char* idea, con
 #endif
     require_device_or_exit(program);
     const bool subset = on_cpu_backend() && !full;
-    if (subset && !cli.given("--limit")) options.limit = kCpuTrainImages;
+    if (subset && !cli.given("--limit")) options.limit = cpu_train_images;
     if (subset && !cli.given("--test-limit")) options.test_limit = kCpuTestImages;
     data = load_mnist_or_exit(program, options.data_dir, options.limit, options.test_limit);
     require_batch_fits_or_exit(program, options.batch, data.train.count);
@@ -107,14 +114,16 @@ int Lesson::rows_in_batch(size_t batch_index) const {
     return int(std::min<size_t>(options.batch, data.train.count - batch_index * size_t(options.batch)));
 }
 
-Mlp& Lesson::model(int staging_slots, bool stage_raw_pixels, size_t extra_device_bytes) {
-    if (model_allocated_) throw std::logic_error("Lesson::model: called twice");
+ModelShape Lesson::model_shape(int staging_slots, bool stage_raw_pixels) const {
     ModelShape shape{options.layer_sizes(), options.batch, sizeof(float), sizeof(float), options.optimizer, false};
     shape.staging_slots = staging_slots;
     shape.stage_raw_pixels = stage_raw_pixels;
+    return shape;
+}
 
+void Lesson::require_fits(const ModelShape& shape, size_t extra_device_bytes) {
     // Refuse what cannot fit before allocating anything: the prediction is exact (it is what allocate_mlp allocates).
-    const size_t test_bytes = data.test.count * (kMnistPixels + 1);
+    const size_t test_bytes = test_pixels_ != nullptr ? 0 : data.test.count * (kMnistPixels + 1);
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     const std::string problem =
@@ -125,84 +134,106 @@ Mlp& Lesson::model(int staging_slots, bool stage_raw_pixels, size_t extra_device
         std::fprintf(stderr, "%s: %s\n", program_.c_str(), problem.c_str());
         std::exit(2);
     }
+}
 
-    net_ = allocate_mlp<float, float>(ledger, shape);
-    const std::vector<LayerParameters> init = init_parameters(options.seed, options.layer_sizes());
-    for (size_t l = 0; l < net_.layers.size(); ++l) {
-        Mlp::Layer& layer = net_.layers[l];
-        ledger.copy_to_device(layer.weight, init[l].weight.data(), init[l].weight.size() * sizeof(float));
-        ledger.copy_to_device(layer.bias, init[l].bias.data(), init[l].bias.size() * sizeof(float));
-        // AdamW's moments start at zero (the gradients are overwritten by every backward pass).
-        CUDA_CHECK(cudaMemset(layer.weight_m, 0, init[l].weight.size() * sizeof(float)));
-        CUDA_CHECK(cudaMemset(layer.bias_m, 0, init[l].bias.size() * sizeof(float)));
-        if (layer.weight_v != nullptr) {
-            CUDA_CHECK(cudaMemset(layer.weight_v, 0, init[l].weight.size() * sizeof(float)));
-            CUDA_CHECK(cudaMemset(layer.bias_v, 0, init[l].bias.size() * sizeof(float)));
-        }
-    }
+void Lesson::upload_test_set() {
+    if (test_pixels_ != nullptr) return;
     uint8_t* pixels =
         ledger.allocate<uint8_t>(MemoryCategory::input_staging, "test set pixels", data.test.images.size());
     uint8_t* labels = ledger.allocate<uint8_t>(MemoryCategory::input_staging, "test set labels", data.test.count);
     ledger.copy_to_device(pixels, data.test.images.data(), data.test.images.size());
     ledger.copy_to_device(labels, data.test.labels.data(), data.test.count);
-    CUDA_CHECK(cudaMemset(net_.correct, 0, sizeof(int)));  // the first epoch's count of correct predictions
-    CUDA_CHECK(cudaDeviceSynchronize());  // the host vectors above are pageable: be done with them before returning
+    CUDA_CHECK(cudaDeviceSynchronize());  // the host vectors are pageable: be done with them before going on
     test_pixels_ = pixels;
     test_labels_ = labels;
+}
+
+Mlp& Lesson::model(int staging_slots, bool stage_raw_pixels, size_t extra_device_bytes) {
+    if (model_allocated_) throw std::logic_error("Lesson::model: called twice");
+    const ModelShape shape = model_shape(staging_slots, stage_raw_pixels);
+    require_fits(shape, extra_device_bytes);
+
+    net_ = allocate_model<float, float>(ledger, shape, options.seed);  // the Philox initialization, moments zeroed
+    upload_test_set();
     model_allocated_ = true;
     return net_;
 }
 
 void Lesson::finish_epoch(int epoch, const EpochTiming& timing, double loss_sum, const ForwardPass& forward,
                           cudaStream_t stream) {
-    // The training count (net.correct was zeroed by model() or at the end of the previous epoch).
+    Mlp& net = net_;
+    finish_epoch(
+        epoch, timing, loss_sum, net_.correct,
+        [&](const uint8_t* pixels, const uint8_t* labels, int rows, int* correct, cudaStream_t s) {
+            normalize_pixels(pixels, net.input, size_t(rows) * kMnistPixels, kMnistMean, kMnistStd, s);
+            forward(net, rows, s);
+            count_correct(net.layers.back().output, labels, correct, rows, kMnistClasses, nullptr, s);
+        },
+        stream);
+}
+
+EpochMetrics Lesson::finish_epoch(int epoch, const EpochTiming& timing, double loss_sum, int* correct,
+                                  const EvaluateBatch& evaluate, cudaStream_t stream) {
+    if (test_pixels_ == nullptr) throw std::logic_error("Lesson::finish_epoch: the test set is not uploaded");
+    // The training count (the counter was zeroed before the epoch: by model() or at the end of the previous one).
     int train_correct = 0;
-    ledger.copy_to_host(&train_correct, net_.correct, sizeof(int), stream);
+    ledger.copy_to_host(&train_correct, correct, sizeof(int), stream);
     CUDA_CHECK(cudaStreamSynchronize(stream));  // pageable destination: wait before reading it
 
     // The test set, in batches of the training batch size (the activation buffers are that big), on the device.
-    CUDA_CHECK(cudaMemsetAsync(net_.correct, 0, sizeof(int), stream));
-    for (size_t first = 0; first < data.test.count; first += size_t(options.batch)) {
-        const int rows = int(std::min<size_t>(options.batch, data.test.count - first));
-        normalize_pixels(test_pixels_ + first * kMnistPixels, net_.input, size_t(rows) * kMnistPixels, kMnistMean,
-                         kMnistStd, stream);
-        forward(net_, rows, stream);
-        count_correct(net_.layers.back().output, test_labels_ + first, net_.correct, rows, kMnistClasses, nullptr,
-                      stream);
-    }
-    int test_correct = 0;
-    ledger.copy_to_host(&test_correct, net_.correct, sizeof(int), stream);
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    CUDA_CHECK(cudaMemsetAsync(net_.correct, 0, sizeof(int), stream));  // ready for the next epoch's training count
-    CUDA_CHECK(cudaStreamSynchronize(stream));
+    const double test_accuracy = evaluate_test_set(correct, evaluate, options.batch, stream);
 
     EpochMetrics metrics;
     metrics.epoch = epoch;
     metrics.epochs = options.epochs;
     metrics.train_loss = loss_sum / double(data.train.count);
     metrics.train_accuracy = double(train_correct) / double(data.train.count);
-    metrics.test_accuracy = double(test_correct) / double(data.test.count);
+    metrics.test_accuracy = test_accuracy;
     metrics.seconds = timing.wall_ms / 1000.0;
     metrics.samples_per_second = metrics.seconds > 0 ? double(data.train.count) / metrics.seconds : 0.0;
-    last_test_accuracy_ = metrics.test_accuracy;
-    print_flushed(epoch_line(metrics) + "\n");
-    report_.add_epoch(metrics, timing);
+    const std::string prefix = run_label_.empty() ? std::string() : std::string("[").append(run_label_).append("] ");
+    print_flushed(prefix + epoch_line(metrics) + "\n");
+    if (run_label_.empty()) {
+        last_test_accuracy_ = metrics.test_accuracy;
+        report_.add_epoch(metrics, timing);
+    }
+    return metrics;
 }
 
-int Lesson::finish() {
+double Lesson::evaluate_test_set(int* correct, const EvaluateBatch& evaluate, int chunk_rows, cudaStream_t stream) {
+    if (test_pixels_ == nullptr) throw std::logic_error("Lesson::evaluate_test_set: the test set is not uploaded");
+    CUDA_CHECK(cudaMemsetAsync(correct, 0, sizeof(int), stream));
+    for (size_t first = 0; first < data.test.count; first += size_t(chunk_rows)) {
+        const int rows = int(std::min<size_t>(chunk_rows, data.test.count - first));
+        evaluate(test_pixels_ + first * kMnistPixels, test_labels_ + first, rows, correct, stream);
+    }
+    int test_correct = 0;
+    ledger.copy_to_host(&test_correct, correct, sizeof(int), stream);
+    CUDA_CHECK(cudaStreamSynchronize(stream));  // pageable destination
+    CUDA_CHECK(cudaMemsetAsync(correct, 0, sizeof(int), stream));  // ready for the next count
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    return double(test_correct) / double(data.test.count);
+}
+
+int Lesson::finish(const std::string& timing_title) {
     print_flushed("\n");
     const std::string epochs = options.epochs == 1 ? "the epoch" : "all " + std::to_string(options.epochs) + " epochs";
-    print_flushed(timing_table(timer.total(), "time per phase, " + epochs));
+    print_flushed(timing_table(timer.total(), timing_title.empty() ? "time per phase, " + epochs : timing_title));
 
     // A checksum of the final weights: lessons that change only the data path must print the same one.
     uint64_t checksum = 0xcbf29ce484222325ull;
-    for (const Mlp::Layer& layer : net_.layers) {
-        std::vector<float> weight(size_t(layer.in) * layer.out), bias(size_t(layer.out));
-        ledger.copy_to_host(weight.data(), layer.weight, weight.size() * sizeof(float));
-        ledger.copy_to_host(bias.data(), layer.bias, bias.size() * sizeof(float));
-        CUDA_CHECK(cudaDeviceSynchronize());  // the copies must have landed before the host reads the vectors
-        checksum = fnv1a(weight.data(), weight.size() * sizeof(float), checksum);
-        checksum = fnv1a(bias.data(), bias.size() * sizeof(float), checksum);
+    if (final_parameters_.empty()) {
+        for (const Mlp::Layer& layer : net_.layers) {
+            std::vector<float> weight(size_t(layer.in) * layer.out), bias(size_t(layer.out));
+            ledger.copy_to_host(weight.data(), layer.weight, weight.size() * sizeof(float));
+            ledger.copy_to_host(bias.data(), layer.bias, bias.size() * sizeof(float));
+            CUDA_CHECK(cudaDeviceSynchronize());  // the copies must have landed before the host reads the vectors
+            final_parameters_.push_back(std::move(weight));
+            final_parameters_.push_back(std::move(bias));
+        }
+    }
+    for (const std::vector<float>& tensor : final_parameters_) {
+        checksum = fnv1a(tensor.data(), tensor.size() * sizeof(float), checksum);
     }
     char hex[32];
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(checksum));
@@ -306,7 +337,15 @@ void backward_simple(Mlp& net, int rows, cudaStream_t stream) {
     }
 }
 
-void adamw_update(Mlp& net, const TrainOptions& o, double lr, int step, cudaStream_t stream) {
+void optimizer_update(Mlp& net, const TrainOptions& o, double lr, int step, cudaStream_t stream) {
+    if (o.optimizer == OptimizerKind::sgd) {  // --optimizer sgd: momentum SGD, the velocity in weight_m
+        const SgdParams h{float(lr), float(o.momentum), float(o.weight_decay)};
+        for (Mlp::Layer& layer : net.layers) {
+            sgd_momentum_step(layer.weight, layer.weight_grad, layer.weight_m, size_t(layer.in) * layer.out, h, stream);
+            sgd_momentum_step(layer.bias, layer.bias_grad, layer.bias_m, size_t(layer.out), h, stream);
+        }
+        return;
+    }
     const AdamWParams h{float(lr), float(o.beta1), float(o.beta2), float(o.epsilon), float(o.weight_decay)};
     for (Mlp::Layer& layer : net.layers) {
         adamw_step(layer.weight, layer.weight_grad, layer.weight_m, layer.weight_v, size_t(layer.in) * layer.out, h,

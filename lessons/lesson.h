@@ -2,7 +2,7 @@
 //
 // defines: Lesson (flags, device check, data, banner, the model's buffers, test-set evaluation, epoch lines, final
 //          tables and JSON), Mlp, ForwardPass, the simple fp32 model of lessons 01–03 (forward_simple,
-//          backward_simple), adamw_update(), run_lesson().
+//          backward_simple), optimizer_update(), run_lesson().
 //
 // A lesson's main.cu:
 //     int train(int argc, char** argv) {
@@ -51,8 +51,9 @@ class Lesson {
   public:
     // Parses the shared flags, those `add_flags` registers, and --full; checks that there is a device; loads MNIST;
     // prints the banner. Bad flags exit 2, missing or corrupt data exits 1, each with one message.
+    // `cpu_train_images`: the CPU backend's default subset (a lesson that trains several models may want fewer).
     Lesson(int argc, char** argv, const char* program, const char* idea,
-           const std::function<void(Cli&)>& add_flags = nullptr);
+           const std::function<void(Cli&)>& add_flags = nullptr, size_t cpu_train_images = kCpuTrainImages);
 
     TrainOptions options;
     MnistDataset data;
@@ -67,6 +68,15 @@ class Lesson {
     // `extra_device_bytes`: device memory the lesson allocates itself next to the model (counted in the fit check).
     Mlp& model(int staging_slots = 1, bool stage_raw_pixels = true, size_t extra_device_bytes = 0);
 
+    // The pieces of model() for a lesson that allocates another kind of model itself (lesson 05's fp16 buffers):
+    // the fp32 ModelShape of the flags; exit 2 with one message unless `shape` plus `extra_device_bytes` (and the
+    // test set) fits the device; the test set uploaded once (a no-op after the first call).
+    ModelShape model_shape(int staging_slots = 1, bool stage_raw_pixels = true) const;
+    void require_fits(const ModelShape& shape, size_t extra_device_bytes = 0);
+    void upload_test_set();
+    const uint8_t* test_pixels() const { return test_pixels_; }  // on the device, after upload_test_set()
+    const uint8_t* test_labels() const { return test_labels_; }
+
     size_t batches_per_epoch() const;             // ⌈training images / batch⌉
     long total_steps() const;                     // batches_per_epoch · epochs
     double lr_at(long step) const;                // the scheduled learning rate of step 0, 1, ...
@@ -77,14 +87,33 @@ class Lesson {
     // and records it for the JSON report. loss_sum: Σ over the epoch's batches of mean loss · rows.
     void finish_epoch(int epoch, const EpochTiming& timing, double loss_sum, const ForwardPass& forward,
                       cudaStream_t stream = 0);
+    // The same for any model: `correct` is the device counter the training loop counted into (zeroed here for the
+    // next epoch); `evaluate` runs one chunk of the device-resident test set (normalize, forward, count_correct into
+    // `correct`). Returns the epoch's figures.
+    using EvaluateBatch =
+        std::function<void(const uint8_t* pixels, const uint8_t* labels, int rows, int* correct, cudaStream_t)>;
+    EpochMetrics finish_epoch(int epoch, const EpochTiming& timing, double loss_sum, int* correct,
+                              const EvaluateBatch& evaluate, cudaStream_t stream = 0);
+    // The fraction of the test set `evaluate` classifies correctly, in chunks of `chunk_rows` (at most the batch the
+    // model's buffers were allocated for), counted into the device counter `correct` (zeroed before and after).
+    double evaluate_test_set(int* correct, const EvaluateBatch& evaluate, int chunk_rows, cudaStream_t stream = 0);
+    // Several runs in one invocation (lesson 05's --precision all): epoch lines start with "[label] ", and only
+    // the run without a label goes into the JSON report's epochs (the others report through add_result).
+    void set_run_label(const std::string& label) { run_label_ = label; }
+
+    // The final parameters, for finish()'s checksum, as fp32 (W_1, b_1, W_2, ...): set by a lesson whose model is
+    // not model()'s; otherwise finish() reads model()'s.
+    void set_final_parameters(std::vector<std::vector<float>> tensors) { final_parameters_ = std::move(tensors); }
 
     // Anything else the lesson wants in the JSON report's "results" (and nowhere else).
     void add_result(const std::string& key, RunReport::Scalar value) { report_.add_result(key, std::move(value)); }
     void add_config(const std::string& key, RunReport::Scalar value) { report_.add_config(key, std::move(value)); }
+    void add_result(const std::string& key, const std::vector<RunReport::Row>& rows) { report_.add_result(key, rows); }
 
     // Prints the time per phase over all epochs, the memory by category and the bytes moved, and a checksum of the
     // final weights (equal checksums = bitwise-equal weights); writes --json. Returns the exit code (0).
-    int finish();
+    // `timing_title`: the timing table's title, when "all N epochs" does not describe what the timer holds.
+    int finish(const std::string& timing_title = "");
 
     // Prints host→device bandwidth from pageable and from pinned memory, at `batch_bytes` and at 64 MiB (as NVIDIA's
     // bandwidthTest does): the ceiling a data path can reach. Its buffers are its own (not in the lesson's tables);
@@ -108,6 +137,8 @@ class Lesson {
     const uint8_t* test_pixels_ = nullptr;  // device: the whole (or --test-limit) test set, uploaded once
     const uint8_t* test_labels_ = nullptr;
     double last_test_accuracy_ = 0;
+    std::string run_label_;
+    std::vector<std::vector<float>> final_parameters_;
 };
 
 // Runs a lesson's train(): anything it throws (a bad kernel argument, an allocation the ledger could not make)
@@ -134,5 +165,6 @@ void backward_fast(Mlp& net, int rows, GemmVersion gemm_version, float* workspac
 // 04); the weights do not change. Also records each step's times in the JSON results.
 void print_gemm_staircase(Lesson& lesson, Mlp& net, float* workspace, size_t workspace_floats, cudaStream_t stream);
 
-// One AdamW step (kernels/optimizers.cuh) on every weight and bias; step counts from 1.
-void adamw_update(Mlp& net, const TrainOptions& options, double lr, int step, cudaStream_t stream);
+// One optimizer step on every weight and bias (kernels/optimizers.cuh): AdamW, or momentum SGD with --optimizer
+// sgd; step counts from 1.
+void optimizer_update(Mlp& net, const TrainOptions& options, double lr, int step, cudaStream_t stream);

@@ -113,11 +113,15 @@ TEST_CASE("memory ledger: the prediction from model shapes equals what allocate_
         {{784, 1024, 1024, 10}, 7, 4, 4, OptimizerKind::adamw, false},
         {{784, 33, 10}, 1, 2, 2, OptimizerKind::adamw, true},  // 2-byte parameters with fp32 master weights
         {{5, 3}, 3, 2, 4, OptimizerKind::sgd, true},
+        // lesson 05's mixed precision: 2-byte parameters and activations, fp32 gradients and master weights
+        {{784, 31, 10}, 3, 2, 2, OptimizerKind::adamw, true, 2, true, 4},
     };
     for (const ModelShape& shape : shapes) {
         MemoryLedger ledger;
         if (shape.parameter_bytes == 4) {
             allocate_mlp<float, float>(ledger, shape);
+        } else if (shape.gradient_element_bytes() == 4) {
+            allocate_mlp<uint16_t, uint16_t, float>(ledger, shape);
         } else if (shape.activation_bytes == 2) {
             allocate_mlp<uint16_t, uint16_t>(ledger,
                                              shape);  // stands in for __half: only the size matters here

@@ -88,7 +88,7 @@ int train(int argc, char** argv) {
             }
             {
                 auto t = timer.scope(Phase::optimizer);
-                adamw_update(net, o, lesson.lr_at(step), int(step + 1), 0);
+                optimizer_update(net, o, lesson.lr_at(step), int(step + 1), 0);
             }
             ++step;
         }

@@ -167,7 +167,7 @@ int train(int argc, char** argv) {
             }
             {
                 auto t = timer.scope(Phase::optimizer, compute);
-                adamw_update(net, o, lesson.lr_at(step), int(step + 1), compute);
+                optimizer_update(net, o, lesson.lr_at(step), int(step + 1), compute);
             }
             ++step;
             if (!resident && b + 1 < lesson.batches_per_epoch()) {  // queue the next batch's copy now
