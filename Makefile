@@ -12,10 +12,12 @@ HAVE_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 RUN_FLAVOR := $(if $(and $(HAVE_GPU),$(NVCC)),cuda,cpu)
 CTEST := ctest --output-on-failure -j $(JOBS)
 
-.PHONY: help deps cpu cuda sanitize all test test-cpu test-cuda test-sanitize run lesson diff bench data playground clean
+.PHONY: help deps cpu cuda sanitize all test test-cpu test-cuda test-sanitize run report lesson diff bench data \
+	playground clean
 
 help:
 	@echo "make run            build, then run the lessons (cuda flavor when a GPU is present, else cpu) and compare them"
+	@echo "make report         run every lesson into report/json/, then draw charts and report/README.md (matplotlib)"
 	@echo "make lesson N=02    build, then run one lesson (ARGS=\"--epochs 1 ...\" are passed to it, as to make run)"
 	@echo "make diff A=01 B=02 what changed from one lesson's main.cu to another's (diff -u)"
 	@echo "make test           build both flavors and run the whole test suite in each"
@@ -112,6 +114,45 @@ else
 	done; \
 	echo; echo "=== the lessons compared (reports in build/$(RUN_FLAVOR)/results/)"; \
 	python3 tools/compare_lessons.py "$${reports[@]}"
+endif
+
+# `make report`: every lesson as `make run` runs it (ARGS too), each with --json into report/json/, then
+# tools/report.py draws the charts and writes report/README.md (device, flavor, commit, date, these commands).
+# REPORT_BUILD picks another configured build tree (e.g. REPORT_BUILD=build/my-cpu); by default make run's.
+# matplotlib is Debian's python3-matplotlib (make deps), which is /usr/bin/python3's: the python3 first on PATH (a
+# pyenv or a venv) may not have it, so the first of the two that imports it draws.
+REPORT_BUILD ?= build/$(RUN_FLAVOR)
+report_quote = '$(subst ','\'',$(1))'
+REPORT_ARGS = $(call report_quote,$(if $(strip $(ARGS)), $(strip $(ARGS))) --json )
+report: deps $(filter build/cpu/CMakeCache.txt build/cuda/CMakeCache.txt,$(REPORT_BUILD)/CMakeCache.txt)
+	@[ -f $(REPORT_BUILD)/CMakeCache.txt ] || { echo "make report: $(REPORT_BUILD) is not a configured build tree" \
+	  "(cmake -S . -B $(REPORT_BUILD) -DFLAVOR=cpu, or leave REPORT_BUILD unset)" >&2; exit 2; }
+ifeq ($(LESSON_NAMES),)
+	@echo "make report: no lesson is written yet (lessons/NN_name/main.cu)" >&2; exit 2
+else
+	cmake --build $(REPORT_BUILD) -j $(JOBS) --target lessons
+	@python=; for p in python3 /usr/bin/python3; do \
+	  if $$p -c 'import matplotlib' 2>/dev/null; then python=$$p; break; fi; \
+	done; \
+	if [ -z "$$python" ]; then \
+	  echo "make report: no python3 with matplotlib (make deps installs python3-matplotlib)" >&2; exit 1; \
+	fi; \
+	flavor=$$(sed -n 's/^FLAVOR:[A-Z]*=//p' $(REPORT_BUILD)/CMakeCache.txt); \
+	echo "make report: $(words $(LESSON_NAMES)) lessons from $(REPORT_BUILD) ($$flavor flavor)"; \
+	mkdir -p report/json; rm -f report/json/*.json; \
+	reports=(); commands=(--command "cmake --build $(REPORT_BUILD) -j $(JOBS) --target lessons"); \
+	for name in $(LESSON_NAMES); do \
+	  report=report/json/lesson$$name.json; \
+	  command=$(call report_quote,$(REPORT_BUILD)/lessons/lesson)$$name$(REPORT_ARGS)$$report; \
+	  echo "=== lesson$$name"; \
+	  $(REPORT_BUILD)/lessons/lesson$$name $(ARGS) --json "$$report"; status=$$?; \
+	  if [ $$status -ne 0 ]; then \
+	    echo "make report: lesson$$name failed (exit code $$status); stopping here" >&2; exit $$status; \
+	  fi; \
+	  reports+=("$$report"); commands+=(--command "$$command"); \
+	done; \
+	echo; echo "=== the charts (report/)"; \
+	$$python tools/report.py "$${reports[@]}" --out report "$${commands[@]}"
 endif
 
 # N is checked before building too, so that a wrong N does not wait for the build.

@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""Self-test of tools/report.py (`make report`'s charts): runs it on small generated reports in a temporary directory.
+
+    python3 tests/report_test.py      (needs matplotlib: Debian's python3-matplotlib; no build, GPU or MNIST needed)
+
+Lessons 01-04 have the shape RunReport::to_json() writes (common/report.cpp); lessons 05-07 are fixtures with the
+results keys their charts read (precision_runs, checkpoint_runs, batch_sweep), written before those lessons exist.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+try:
+    import matplotlib  # noqa: F401  (tools/report.py draws with it)
+except ImportError:
+    sys.exit(f"report_test.py: needs matplotlib (Debian/Ubuntu: python3-matplotlib, which tools/install_deps.sh "
+             f"installs); this is {sys.executable}")
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "report.py")
+CHARTS = ("time_per_phase.png", "h2d_bytes.png", "peak_memory.png", "accuracy.png", "gemm_steps.png",
+          "precision.png", "checkpointing.png", "batch_sweep.png")
+MIB = 1024 * 1024
+CPU_NOTE = "CPU-backend numbers"
+
+
+def load_module():
+    spec = importlib.util.spec_from_file_location("report", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def phase(ms, bytes_=0):
+    return {"ms": ms, "calls": 10, "avg_us": 100 * ms, "bytes": bytes_, "gb_per_s": 0}
+
+
+def lesson(number, name, h2d_bytes, seconds, accuracies, **results):
+    phases = {"normalize": phase(40.0), "forward": phase(300.0), "backward": phase(600.0), "optimizer": phase(80.0)}
+    if h2d_bytes is not None:
+        phases["h2d"] = phase(20.0, h2d_bytes)
+    epochs = [{"epoch": i + 1, "train_loss": 0.5 / (i + 1), "train_accuracy": 0.8, "test_accuracy": a,
+               "seconds": seconds, "samples_per_second": 1280 / seconds,
+               "timing": {"clock": "CPU timings (host clock)", "wall_ms": 1000 * seconds, "phases_ms": 1040.0,
+                          "phases": phases}} for i, a in enumerate(accuracies)]
+    memory = {"device": {"parameters": {"current_bytes": 3 * MIB, "peak_bytes": 3 * MIB},
+                         "gradients": {"current_bytes": 3 * MIB, "peak_bytes": 3 * MIB},
+                         "optimizer_state": {"current_bytes": 6 * MIB, "peak_bytes": 6 * MIB},
+                         "master_weights": {"current_bytes": 0, "peak_bytes": 0},
+                         "activations": {"current_bytes": MIB, "peak_bytes": 2 * MIB},
+                         "input_staging": {"current_bytes": 8 * MIB, "peak_bytes": 8 * MIB},
+                         "workspace": {"current_bytes": 1024, "peak_bytes": 1024},
+                         "total": {"current_bytes": 21 * MIB, "peak_bytes": 22 * MIB}}}
+    return {"program": f"lesson{number}_{name}", "backend": "cpu", "device": "CPU backend (2 workers), no GPU: "
+            "timings are CPU timings", "data": "MNIST: first 1280 train, first 1000 test images",
+            "config": {"layers": "784-1024-1024-10", "epochs": len(accuracies), "batch": 128, "limit": 1280,
+                       "test_limit": 1000},
+            "epochs": epochs, "results": {"final_test_accuracy": accuracies[-1], **results}, "memory": memory,
+            "transfers": {"h2d_pageable_bytes": h2d_bytes or 0, "h2d_pinned_bytes": 0}}
+
+
+def lessons_01_to_04():
+    gemm = {f"gemm_v{v}_{part}_ms": t / v for v in range(1, 7) for part, t in (("forward", 300.0),
+                                                                               ("backward", 600.0))}
+    return [lesson("01", "naive_fp32", 4014080, 9.0, [0.82, 0.86]),
+            lesson("02", "device_normalize", 1003520, 8.5, [0.82, 0.86]),
+            lesson("03", "pinned_async", 1003520, 8.0, [0.82, 0.86]),
+            lesson("04", "fast_kernels", None, 2.0, [0.83, 0.87], **gemm)]
+
+
+def lessons_05_to_07():
+    l05 = lesson("05", "mixed_precision", 1003520, 2.0, [0.85])
+    l05["results"]["precision_runs"] = [
+        {"mode": "fp32", "test_accuracy": 0.87, "final_train_loss": 0.31, "stalled_update_fraction": 0.0,
+         "underflow_fraction_unscaled": 0.0, "underflow_fraction_scaled": 0.0, "seconds_per_epoch": 2.0,
+         "peak_device_bytes": 22 * MIB, "skipped_steps": 0},
+        {"mode": "fp16-pure", "test_accuracy": 0.11, "final_train_loss": None,  # NaN in the lesson: null in JSON
+         "stalled_update_fraction": 0.62, "underflow_fraction_unscaled": 0.004, "underflow_fraction_scaled": 0.004,
+         "seconds_per_epoch": 1.1, "peak_device_bytes": 11 * MIB, "skipped_steps": 0},
+        {"mode": "fp16-weights", "test_accuracy": 0.84, "final_train_loss": 0.38, "stalled_update_fraction": 0.21,
+         "underflow_fraction_unscaled": 0.004, "underflow_fraction_scaled": 0.00002, "seconds_per_epoch": 1.2,
+         "peak_device_bytes": 14 * MIB, "skipped_steps": 0},
+        {"mode": "mixed", "test_accuracy": 0.87, "final_train_loss": 0.31, "stalled_update_fraction": 0.0001,
+         "underflow_fraction_unscaled": 0.004, "underflow_fraction_scaled": 0.00002, "seconds_per_epoch": 1.3,
+         "peak_device_bytes": 17 * MIB, "skipped_steps": 3},
+    ]
+    l06 = lesson("06", "activation_checkpointing", 1003520, 2.0, [0.86])
+    l06["results"]["checkpoint_runs"] = [
+        {"policy": "none", "activation_peak_bytes": 8 * MIB, "predicted_activation_bytes": 8 * MIB,
+         "peak_device_bytes": 30 * MIB, "extra_forward_flops_fraction": 0.0, "seconds_per_epoch": 2.0,
+         "largest_batch_that_fits": 4096},
+        {"policy": "every-other", "activation_peak_bytes": 5 * MIB, "predicted_activation_bytes": 5.2 * MIB,
+         "peak_device_bytes": 27 * MIB, "extra_forward_flops_fraction": 0.5, "seconds_per_epoch": 2.4,
+         "largest_batch_that_fits": 6144},
+        {"policy": "all", "activation_peak_bytes": 2 * MIB, "predicted_activation_bytes": 2 * MIB,
+         "peak_device_bytes": 24 * MIB, "extra_forward_flops_fraction": 1.0, "seconds_per_epoch": 2.9,
+         "largest_batch_that_fits": 12288},
+    ]
+    l07 = lesson("07", "batch_size", 1003520, 2.0, [0.86])
+    l07["results"]["batch_sweep"] = [
+        {"batch": b, "samples_per_second": 1000 * b / (b + 64), "copy_ms_per_step": 0.01 * b,
+         "compute_ms_per_step": 0.05 * b + 1, "host_gap_ms_per_step": 0.3, "peak_device_bytes": (20 + b // 64) * MIB,
+         "test_accuracy": 0.9 - 0.01 * i, "lr": 1e-3 * (b / 128) ** 0.5}
+        for i, b in enumerate((32, 64, 128, 256, 512, 1024, 2048))]
+    l07["results"]["largest_batch_that_fits"] = 1536
+    l07["memory"]["device_info"] = {"free_before_bytes": 200 * MIB, "total_bytes": 256 * MIB, "free_now_bytes": 0}
+    return [l05, l06, l07]
+
+
+class ReportTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.report = load_module()
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        self.out = os.path.join(self.tmp.name, "out")
+
+    def write_reports(self, reports):
+        paths = []
+        for r in reports:
+            path = os.path.join(self.tmp.name, r["program"] + ".json")
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(r, f)
+            paths.append(path)
+        return paths
+
+    def run_script(self, *args):
+        return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, timeout=300)
+
+    def readme(self):
+        with open(os.path.join(self.out, "README.md"), encoding="utf-8") as f:
+            return f.read()
+
+    def assert_png(self, name):
+        path = os.path.join(self.out, name)
+        self.assertTrue(os.path.isfile(path), f"{name} not written")
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n", name)
+        self.assertGreater(os.path.getsize(path), 10000, f"{name}: too small to hold a chart")
+
+    def test_every_chart_with_all_seven_lessons(self):
+        paths = self.write_reports(lessons_01_to_04() + lessons_05_to_07())
+        result = self.run_script(*paths, "--out", self.out, "--command", "cmake --build build/x --target lessons",
+                                 "--command", "build/x/lessons/lesson01_naive_fp32 --json a.json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertNotIn("skipping", result.stdout)
+        for name in CHARTS:
+            self.assert_png(name)
+        readme = self.readme()
+        for name in CHARTS:
+            self.assertIn(f"]({name})", readme)  # embedded
+        self.assertIn(CPU_NOTE, readme)
+        self.assertIn("CPU backend (2 workers)", readme)  # the device
+        self.assertRegex(readme, r"\| git commit \| (\w+(\+dirty)?|unknown .*) \|")
+        self.assertRegex(readme, r"\| date \| \d{4}-\d\d-\d\d \d\d:\d\d UTC \|")
+        self.assertIn("| flavor | cpu", readme)
+        commands = readme.split("```")[1].strip().splitlines()  # in order: those given, then report.py's own
+        self.assertEqual(commands[:2], ["cmake --build build/x --target lessons",
+                                        "build/x/lessons/lesson01_naive_fp32 --json a.json"])
+        self.assertIn("report.py", commands[2])
+        self.assertIn("--out", commands[2])
+        self.assertIn("| lesson01_naive_fp32 |", readme)  # compare_lessons.py's table
+        self.assertIn("| fp16-weights |", readme)  # the tables of the runs behind charts 6-8
+        self.assertIn("| every-other |", readme)
+        self.assertIn("| 2048 |", readme)
+
+    def test_absent_lessons_are_skipped_with_one_line_each_and_stale_charts_removed(self):
+        os.makedirs(self.out)
+        for name in CHARTS[5:] + ("README.md",):  # as an earlier run with lessons 05-07 left them
+            with open(os.path.join(self.out, name), "w", encoding="utf-8") as f:
+                f.write("stale")
+        result = self.run_script(*self.write_reports(lessons_01_to_04()), "--out", self.out)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        skips = [line for line in result.stdout.splitlines() if "skipping" in line]
+        self.assertEqual(len(skips), 3, result.stdout)
+        for skip, key in zip(skips, ("precision_runs", "checkpoint_runs", "batch_sweep")):
+            self.assertIn(key, skip)
+        for name in CHARTS[:5]:
+            self.assert_png(name)
+        for name in CHARTS[5:]:
+            self.assertFalse(os.path.exists(os.path.join(self.out, name)), f"stale {name} left behind")
+        readme = self.readme()
+        self.assertNotIn("stale", readme)
+        self.assertNotIn("precision.png", readme)
+        self.assertIn("## Not drawn", readme)
+        self.assertEqual(sorted(os.listdir(self.out)), sorted(["README.md"] + list(CHARTS[:5])))  # no .tmp left
+
+    def test_gpu_and_mixed_numbers_are_said_on_every_chart(self):
+        gpu = lessons_01_to_04() + lessons_05_to_07()
+        for r in gpu:
+            r["backend"], r["device"] = "cuda", "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB, driver 13.0)"
+        mixed = lessons_01_to_04()
+        mixed[1]["backend"] = "cuda"  # lesson 02 on a GPU: the charts of every lesson mix; lesson 04's own does not
+        for case, notes, absent in ((gpu, ["GPU numbers: NVIDIA H200"] * 8, "CPU"),
+                                    (mixed, ["MIXED"] * 4 + [CPU_NOTE], None)):
+            self.assert_notes(self.report.draw(case), notes, absent)
+
+    def assert_notes(self, drawn, notes, absent):
+        """Each drawn chart's figure has notes[i] in a text on its face, and no text with `absent`."""
+        drawn = [(name, figure) for name, _, figure, _ in drawn if figure is not None]
+        self.assertEqual(len(drawn), len(notes))
+        for (name, figure), note in zip(drawn, notes):
+            texts = [t.get_text() for t in figure.texts]  # the suptitle is one of them
+            with self.subTest(chart=name, note=note):
+                self.assertTrue(any(note in t for t in texts), texts)
+                if absent:
+                    self.assertFalse(any(absent in t for t in texts), texts)
+
+    def test_figures(self):
+        """What the charts plot: checked on the figures' artists, not on pixels."""
+        charts = self.report.draw(lessons_01_to_04() + lessons_05_to_07())
+        self.assert_notes(charts, [CPU_NOTE] * 8, "GPU numbers")  # every chart says its numbers are CPU-backend ones
+        drawn = {name: figure for name, _, figure, _ in charts}
+        # 1: the stacks add up to the sum of the phases: 40 + 300 + 600 + 80 (+ 20 h2d where there is one)
+        ax = drawn["time_per_phase.png"].axes[0]
+        labels = [t.get_text() for t in ax.texts]
+        self.assertEqual(labels[2:4], ["phases 1,040 ms\nwall 8,000 ms", "phases 1,020 ms\nwall 2,000 ms"])
+        self.assertEqual([t.get_text().replace("\n", " ") for t in ax.get_xticklabels()][:2],
+                         ["01 naive fp32", "02 device normalize"])
+        self.assertIn("ms per epoch", ax.get_ylabel())
+        # 2: 4014080 bytes = 3.83 MiB; lesson 04 has no h2d phase
+        ax = drawn["h2d_bytes.png"].axes[0]
+        texts = [t.get_text() for t in ax.texts]
+        self.assertIn("3.83 MiB", texts)
+        self.assertIn("no h2d phase", texts)
+        self.assertAlmostEqual(ax.patches[0].get_height(), 4014080 / MIB)
+        # 3: categories with a peak, stacked: 3 + 3 + 6 + 2 + 8 MiB + 1 KiB; the label is the total's peak
+        ax = drawn["peak_memory.png"].axes[0]
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        self.assertNotIn("master weights", legend)  # never allocated: not drawn
+        self.assertIn("optimizer state", legend)
+        self.assertIn("22.0 MiB", [t.get_text() for t in ax.texts])
+        # 4: final accuracy in percent
+        ax = drawn["accuracy.png"].axes[0]
+        self.assertIn("87.00%", [t.get_text() for t in ax.texts])
+        # 5: v1 = 300 + 600 ms, v3 a third of it: 3.00x
+        ax = drawn["gemm_steps.png"].axes[0]
+        texts = [t.get_text() for t in ax.texts]
+        self.assertEqual(texts[0], "900 ms\n1.00× v1")
+        self.assertEqual(texts[2], "300 ms\n3.00× v1")
+        # 6: the null loss is drawn as n/a, not as 0; underflow with and without scaling
+        axes = drawn["precision.png"].axes
+        self.assertIn("n/a", [t.get_text() for t in axes[1].texts])
+        underflow = [t.get_text() for t in axes[3].texts]
+        self.assertIn("0.4%", underflow)
+        self.assertIn("0.002%", underflow)
+        # 7: the largest batch and the recompute cost
+        fits = [t.get_text() for t in drawn["checkpointing.png"].axes[2].texts]
+        self.assertIn("12,288\n+100% fwd FLOPs", fits)
+        # 8: a log2 batch axis with the batch sizes as ticks, and the largest batch that fits marked
+        ax = drawn["batch_sweep.png"].axes[0]
+        self.assertEqual(ax.get_xscale(), "log")
+        self.assertEqual([t.get_text() for t in ax.get_xticklabels()], ["32", "64", "128", "256", "512", "1024",
+                                                                        "2048"])
+        self.assertIn("the largest that fits, 1,536", ax.get_xlabel())
+        self.assertIn(1536, [line.get_xdata()[0] for line in ax.lines])  # the dashed line
+
+    def test_broken_file_exits_2_with_one_message(self):
+        good = self.write_reports(lessons_01_to_04()[:1])[0]
+        broken = os.path.join(self.tmp.name, "broken.json")
+        with open(broken, "w", encoding="utf-8") as f:
+            f.write("{\"program\": ")
+        result = self.run_script(good, broken, "--out", self.out)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("broken.json", result.stderr)
+        self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
+        self.assertFalse(os.path.exists(self.out))  # nothing written
+
+
+if __name__ == "__main__":
+    unittest.main()
