@@ -273,6 +273,65 @@ TEST_CASE("lessons: lesson 05's first 20 mixed-precision steps follow the float6
     }
 }
 
+TEST_CASE("lessons: --optimizer sgd trains lessons 01-04 with momentum SGD, the fp16 lessons refuse it", "[lessons]") {
+    REQUIRE_DEVICE();
+    Scratch scratch;
+    const std::string data = " --data '" + data_dir(scratch) + "'";
+    const std::string sgd = kQuick + " --optimizer sgd";
+    const Run naive = run(scratch, "lessons/lesson01_naive_fp32", data + sgd, "01_sgd");
+    const Run async = run(scratch, "lessons/lesson03_pinned_async", data + sgd, "03_sgd");
+    const Run adamw = run(scratch, "lessons/lesson01_naive_fp32", data + kQuick, "01_adamw");
+    INFO(naive.output);
+    REQUIRE(naive.exit_code == 0);
+    REQUIRE(async.exit_code == 0);
+    CHECK(naive.report["config"]["optimizer"] == "sgd");
+    CHECK(naive.report["config"]["lr"] == 0.05);  // sgd's default, not AdamW's 1e-3
+    CHECK(naive.report["results"]["weights_checksum"] == async.report["results"]["weights_checksum"]);
+    CHECK(naive.report["results"]["weights_checksum"] != adamw.report["results"]["weights_checksum"]);
+    CHECK(std::isfinite(naive.report["epochs"][1]["train_loss"].get<double>()));
+    const Run half = run(scratch, "lessons/lesson05_mixed_precision", data + sgd, "05_sgd");
+    CHECK(half.exit_code == 2);
+    CHECK(half.output.find("AdamW") != std::string::npos);
+}
+
+TEST_CASE("lessons: 07 sweeps the batch, proves the largest batch fits, and refuses one that does not",
+          "[lessons]") {
+    REQUIRE_DEVICE();
+    Scratch scratch;
+    const std::string data = " --data '" + data_dir(scratch) + "'";
+    const std::string small = " --limit 256 --test-limit 64 --hidden 64 --samples 256 --batches 16,64,128,512 --quiet";
+    const Run sweep = run(scratch, "lessons/lesson07_batch_size", data + small, "07", "CUDA_CPU_MEMORY=64M");
+    INFO(sweep.output);
+    REQUIRE(sweep.exit_code == 0);
+    const json& points = sweep.report["results"]["batch_sweep"];
+    REQUIRE(points.size() == 3);  // 512 is more than the 256 training images: skipped
+    uint64_t previous_activations = 0;
+    for (const json& p : points) {
+        INFO("batch " << p["batch"]);
+        CHECK(p["samples_per_second"].get<double>() > 0);
+        CHECK(p["test_accuracy"].get<double>() >= 0);
+        const uint64_t activations = p["activation_peak_bytes"];
+        CHECK(activations > previous_activations);  // linear in the batch
+        previous_activations = activations;
+    }
+    CHECK(points[0]["steps"] == 16);  // 256 samples in batches of 16
+    CHECK(points[2]["steps"] == 2);
+    const int64_t largest = sweep.report["results"]["largest_batch_that_fits"];
+    CHECK(largest > 512);
+    CHECK(sweep.report["results"]["largest_batch_peak_device_bytes"].get<int64_t>() > 0);
+#if defined(CUDA_TEACH_CPU)
+    // Asking for more than fits: one message naming the category that overflows and the largest batch, exit 2.
+    const Run oom = run(scratch, "lessons/lesson07_batch_size",
+                        data + " --limit 3000 --test-limit 64 --batch 2048 --batches 16 --quiet", "07_oom",
+                        "CUDA_CPU_MEMORY=40M");
+    INFO(oom.output);
+    CHECK(oom.exit_code == 2);
+    CHECK(oom.output.find("is what overflows") != std::string::npos);
+    CHECK(oom.output.find("The largest batch that fits is --batch ") != std::string::npos);
+    CHECK(!fs::exists(scratch.file("07_oom.json")));
+#endif
+}
+
 TEST_CASE("lessons: lesson 01's first 20 steps follow the float64 reference trainer", "[lessons][reference]") {
     REQUIRE_DEVICE();
     Scratch scratch;

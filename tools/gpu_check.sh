@@ -28,7 +28,8 @@
 #   `--epochs 1 --limit 256 --test-limit 256`. A few minutes on 2 cores.
 # Steps: configure, build (-j $(nproc), ninja when present), tests (ctest -j 8; a skipped test is a failure),
 #   backend_bench, bench (its exit status counts), each lessons/NN_name as build/<tree>/lessons/lessonNN_name
-#   --data MNIST --json LOG_DIR/lessonNN_name.json (a failing lesson counts), compare (tools/compare_lessons.py).
+#   --data MNIST --json LOG_DIR/lessonNN_name.json (a failing lesson counts), compare (tools/compare_lessons.py),
+#   report (tools/report.py's charts and README into LOG_DIR/report/, with a python3 that has matplotlib).
 #   Without --deps MNIST comes from $MNIST_DIR, ../shared/data/mnist or data/mnist; if none is there the lessons
 #   and the comparison are reported as "skip" (with --deps a missing DIR/mnist is a failure).
 # LOG_DIR (default $OUT when set, else build/gpu-check-logs; a relative path — also DIR — is taken from the
@@ -44,8 +45,8 @@ usage: $0 [LOG_DIR]
        $0 --dry-run [--deps DIR] [LOG_DIR]
 On a machine with an NVIDIA GPU: builds the cuda flavor for that GPU, runs the whole test suite there (a skipped
 test counts as a failure), backend_bench and bench, every lesson on full MNIST (--json reports in LOG_DIR) and
-tools/compare_lessons.py over them, writes each step's log to LOG_DIR and ends with a summary table
-(step | status | seconds | log file). Exits 1 if any step fails or a test was skipped.
+tools/compare_lessons.py and tools/report.py (charts in LOG_DIR/report/) over them, writes each step's log to
+LOG_DIR and ends with a summary table (step | status | seconds | log file). Exits 1 if any step fails or a test was skipped.
   (no option)     build against the system's packages, in build/cuda-native
   --prepare DIR   (Debian, as root, with apt) gather what a bare GPU machine lacks into DIR: catch2, zlib1g-dev,
                   zlib1g, libcli11-dev, nlohmann-json3-dev unpacked into DIR/root (apt-get download + dpkg -x), and
@@ -74,6 +75,7 @@ dry_run=0
 deps_dir=""
 prepare_dir=""
 log_arg=""
+original_args=("$@")
 while (($#)); do
     case "$1" in
         -h | --help) usage; exit 0 ;;
@@ -305,6 +307,17 @@ if ((built)); then
     if ((${#reports[@]})); then
         step compare compare.txt python3 tools/compare_lessons.py "${reports[@]}"
         tail -n +2 "$logs/compare.txt"
+        # The charts (make report's drawing step) from the same reports, into LOG_DIR/report/.
+        python=
+        for p in python3 /usr/bin/python3; do
+            if "$p" -c 'import matplotlib' 2>/dev/null; then python=$p; break; fi
+        done
+        if [ -n "$python" ]; then
+            step report report.txt "$python" tools/report.py "${reports[@]}" --out "$logs/report" \
+                --command "tools/gpu_check.sh ${original_args[*]}"
+        else
+            record report "FAIL (no python3 with matplotlib)" 0 -
+        fi
     else
         record compare "$([ -z "$mnist" ] && ((!mnist_required)) && echo "skip (no lesson ran)" || echo "FAIL (no report)")" 0 -
     fi
