@@ -411,3 +411,80 @@ TEST_CASE("lessons: help and the CPU backend's subset are said plainly", "[lesso
     CHECK(subset.output.find("CPU timings") != std::string::npos);
 #endif
 }
+
+TEST_CASE("lessons: 06 compares none with sqrt, activations as predicted, and trains bitwise the same weights",
+          "[lessons]") {
+    REQUIRE_DEVICE();
+    Scratch scratch;
+    const std::string data = " --data '" + data_dir(scratch) + "'";
+    // 16 hidden layers of 64 (the default depth, narrow), 64 images in batches of 32, one epoch: seconds on the CPU.
+    std::string hidden = " --hidden 64";
+    for (int l = 1; l < 16; ++l) hidden += ",64";
+    const std::string small = " --limit 64 --test-limit 64 --batch 32 --epochs 1 --quiet" + hidden;
+    const std::string lesson = "lessons/lesson06_activation_checkpointing";
+    const Run compared = run(scratch, lesson, data + small + " --compare", "06");
+    INFO(compared.output);
+    REQUIRE(compared.exit_code == 0);
+    check_report_keys(compared.report);
+    const json& results = compared.report["results"];
+    const json& runs = results["checkpoint_runs"];
+    REQUIRE(runs.size() == 2);
+    CHECK(runs[0]["policy"] == "none");
+    CHECK(runs[1]["policy"] == "sqrt");
+    for (const json& r : runs) {
+        INFO(r["policy"]);
+        for (const char* key : {"policy", "activation_peak_bytes", "predicted_activation_bytes", "peak_device_bytes",
+                                "extra_forward_flops_fraction", "seconds_per_epoch", "largest_batch_that_fits"}) {
+            INFO(key);
+            CHECK(r.contains(key));
+        }
+        CHECK(r["activation_peak_bytes"] == r["predicted_activation_bytes"]);  // the ledger against the plan
+        CHECK(r["seconds_per_epoch"].get<double>() > 0);
+    }
+    CHECK(runs[1]["activation_peak_bytes"].get<int64_t>() < runs[0]["activation_peak_bytes"].get<int64_t>());
+    CHECK(runs[1]["largest_batch_that_fits"].get<int64_t>() > runs[0]["largest_batch_that_fits"].get<int64_t>());
+    CHECK(runs[0]["extra_forward_flops_fraction"].get<double>() == 0.0);
+    CHECK(runs[1]["extra_forward_flops_fraction"].get<double>() > 0.0);
+    // The recomputation runs the same kernels on the same inputs: the same losses and weights, bit for bit.
+    CHECK(results["step_losses_equal"] == true);
+    CHECK(results["weights_bitwise_equal"] == true);
+    CHECK(results["step_losses"] == results["step_losses_none"]);
+    CHECK(results["step_losses"].size() == 2);
+    // The report's memory table is the policy's run.
+    CHECK(compared.report["memory"]["device"]["activations"]["peak_bytes"] == runs[1]["activation_peak_bytes"]);
+
+    // --precision fp32 --checkpoint none is lesson 04's training (same kernels, data path and AdamW): the same
+    // weights; every=2 recomputes and still lands on them.
+    const Run fp32 = run(scratch, lesson, data + small + " --precision fp32 --checkpoint none", "06_fp32");
+    const Run every2 =
+        run(scratch, lesson, data + small + " --precision fp32 --checkpoint every=2 --no-compare", "06_every2");
+    const Run fast = run(scratch, "lessons/lesson04_fast_kernels", data + small, "04");
+    INFO(fp32.output);
+    REQUIRE(fp32.exit_code == 0);
+    REQUIRE(every2.exit_code == 0);
+    REQUIRE(fast.exit_code == 0);
+    CHECK(fp32.report["results"]["checkpoint_runs"].size() == 1);
+    CHECK(every2.report["results"]["checkpoint_runs"].size() == 1);
+    CHECK(fp32.report["results"]["weights_checksum"] == fast.report["results"]["weights_checksum"]);
+    CHECK(every2.report["results"]["weights_checksum"] == fast.report["results"]["weights_checksum"]);
+
+#if defined(CUDA_TEACH_CPU)
+    // What checkpointing is for: a batch whose activations do not fit the (emulated) device with none fits with sqrt.
+    // With 16 × 64 at batch 2048 and 12 MiB: none needs about 16 MiB, sqrt about 10.
+    const std::string big = " --limit 2048 --batch 2048 --test-limit 64 --epochs 1 --no-compare --quiet" + hidden;
+    const Run fits = run(scratch, lesson, data + big + " --checkpoint sqrt", "06_fits", "CUDA_CPU_MEMORY=12M");
+    const Run too_big = run(scratch, lesson, data + big + " --checkpoint none", "06_too_big", "CUDA_CPU_MEMORY=12M");
+    INFO(fits.output);
+    INFO(too_big.output);
+    CHECK(fits.exit_code == 0);
+    CHECK(too_big.exit_code == 2);
+    CHECK(too_big.output.find("The largest batch that fits with this policy is --batch ") != std::string::npos);
+    CHECK(!fs::exists(scratch.file("06_too_big.json")));
+#endif
+    for (const char* bad : {" --checkpoint every=0", " --checkpoint half", " --compare --no-compare"}) {
+        const Run refused = run(scratch, lesson, data + small + bad, "06_bad");
+        INFO(bad << ": " << refused.output);
+        CHECK(refused.exit_code == 2);
+        CHECK(!fs::exists(scratch.file("06_bad.json")));
+    }
+}
