@@ -78,9 +78,10 @@ inline bool gemm_fits_int_indexing(int rows, int ld) {
 }
 
 // std::invalid_argument with one clear message for a bad call. Returns false when there is nothing to launch (an
-// empty output: M == 0 or N == 0).
-inline bool gemm_check_arguments(const char* who, Transpose op_a, Transpose op_b, int M, int N, int K, const float* A,
-                                 int lda, const float* B, int ldb, const float* C, int ldc) {
+// empty output: M == 0 or N == 0). The pointers are only checked for null, so the fp16 GEMM (hgemm_common.cuh)
+// uses the same checks.
+inline bool gemm_check_arguments(const char* who, Transpose op_a, Transpose op_b, int M, int N, int K, const void* A,
+                                 int lda, const void* B, int ldb, const void* C, int ldc) {
     const bool trans_a = op_a == Transpose::yes, trans_b = op_b == Transpose::yes;
     const int a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;  // A as stored
     const int b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;

@@ -87,28 +87,9 @@ inline bool hgemm_can_use_16_bytes(const __half* A, int lda, const __half* B, in
 }
 
 // ---- Host-side argument checks -----------------------------------------------------------------------------------
-// The same checks and messages as gemm_check_arguments (kernels/gemm_common.cuh), for fp16 inputs. A few integer
-// comparisons; the message is built only when an argument is wrong. Returns false when there is nothing to launch.
+// gemm_check_arguments (kernels/gemm_common.cuh): the same checks and messages as the fp32 GEMM's. Returns false when
+// there is nothing to launch.
 inline bool hgemm_check_arguments(const char* who, Transpose op_a, Transpose op_b, int M, int N, int K, const __half* A,
                                   int lda, const __half* B, int ldb, const void* C, int ldc) {
-    const bool trans_a = op_a == Transpose::yes, trans_b = op_b == Transpose::yes;
-    const int a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;  // A as stored
-    const int b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
-    const char* problem = nullptr;
-    if (M < 0 || N < 0 || K < 0) {
-        problem = "negative size";
-    } else if (lda < (a_cols > 0 ? a_cols : 1)) {
-        problem = "lda is smaller than A's columns as stored (K, or M when op_a is Transpose::yes)";
-    } else if (ldb < (b_cols > 0 ? b_cols : 1)) {
-        problem = "ldb is smaller than B's columns as stored (N, or K when op_b is Transpose::yes)";
-    } else if (ldc < (N > 0 ? N : 1)) {
-        problem = "ldc is smaller than N, C's columns";
-    } else if (M > 0 && N > 0 && (C == nullptr || (K > 0 && (A == nullptr || B == nullptr)))) {
-        problem = "null matrix pointer";
-    } else if (!gemm_fits_int_indexing(a_rows, lda) || !gemm_fits_int_indexing(b_rows, ldb) ||
-               !gemm_fits_int_indexing(M, ldc)) {
-        problem = "a matrix is too large for int index arithmetic (rows x leading dimension near 2^31)";
-    }
-    if (problem != nullptr) gemm_argument_error(who, problem, M, N, K, lda, ldb, ldc);
-    return M > 0 && N > 0;
+    return gemm_check_arguments(who, op_a, op_b, M, N, K, A, lda, B, ldb, C, ldc);
 }

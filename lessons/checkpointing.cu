@@ -253,34 +253,9 @@ MlpBuffers<Param, Param, Grad> allocate_checkpointed_model(MemoryLedger& ledger,
     m.mean_loss = ledger.allocate<float>(C::workspace, "mean_loss", 1);
     m.correct = ledger.allocate<int>(C::workspace, "correct", 1);
 
-    // The initialization of allocate_model (lessons/mixed_precision.cu), so that every policy starts from the same
-    // bits as lesson 05's model.
-    const std::vector<LayerParameters> init = init_parameters(seed, shape.layer_sizes);
-    for (size_t l = 0; l < m.layers.size(); ++l) {
-        auto& layer = m.layers[l];
-        const std::vector<float>& weight = init[l].weight;
-        const std::vector<float>& bias = init[l].bias;
-        if constexpr (std::is_same_v<Param, float>) {
-            ledger.copy_to_device(layer.weight, weight.data(), weight.size() * sizeof(float));
-            ledger.copy_to_device(layer.bias, bias.data(), bias.size() * sizeof(float));
-        } else {
-            if (layer.master_weight == nullptr) {
-                throw std::invalid_argument("allocate_checkpointed_model: fp16 parameters need fp32 master weights");
-            }
-            ledger.copy_to_device(layer.master_weight, weight.data(), weight.size() * sizeof(float));
-            ledger.copy_to_device(layer.master_bias, bias.data(), bias.size() * sizeof(float));
-            cast_to_half(layer.master_weight, layer.weight, weight.size());
-            cast_to_half(layer.master_bias, layer.bias, bias.size());
-        }
-        CUDA_CHECK(cudaMemset(layer.weight_m, 0, weight.size() * sizeof(float)));
-        CUDA_CHECK(cudaMemset(layer.bias_m, 0, bias.size() * sizeof(float)));
-        if (layer.weight_v != nullptr) {
-            CUDA_CHECK(cudaMemset(layer.weight_v, 0, weight.size() * sizeof(float)));
-            CUDA_CHECK(cudaMemset(layer.bias_v, 0, bias.size() * sizeof(float)));
-        }
-    }
-    CUDA_CHECK(cudaMemset(m.correct, 0, sizeof(int)));
-    CUDA_CHECK(cudaDeviceSynchronize());  // the pageable init vectors are done with before they go out of scope
+    // allocate_model's initialization (lessons/mixed_precision.cu): every policy starts from the same bits as lesson
+    // 05's model.
+    initialize_model(ledger, m, seed);
     return m;
 }
 

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "lessons/lesson.h"
-#include "lessons/mixed_precision.h"  // allocate_model
+#include "lessons/mixed_precision.h"  // allocate_model, download_parameters
 
 #include "common/device_info.h"
 #include "common/reference_mlp.h"
@@ -222,16 +222,7 @@ int Lesson::finish(const std::string& timing_title) {
 
     // A checksum of the final weights: lessons that change only the data path must print the same one.
     uint64_t checksum = 0xcbf29ce484222325ull;
-    if (final_parameters_.empty()) {
-        for (const Mlp::Layer& layer : net_.layers) {
-            std::vector<float> weight(size_t(layer.in) * layer.out), bias(size_t(layer.out));
-            ledger.copy_to_host(weight.data(), layer.weight, weight.size() * sizeof(float));
-            ledger.copy_to_host(bias.data(), layer.bias, bias.size() * sizeof(float));
-            CUDA_CHECK(cudaDeviceSynchronize());  // the copies must have landed before the host reads the vectors
-            final_parameters_.push_back(std::move(weight));
-            final_parameters_.push_back(std::move(bias));
-        }
-    }
+    if (final_parameters_.empty()) final_parameters_ = download_parameters(ledger, net_);  // model()'s
     for (const std::vector<float>& tensor : final_parameters_) {
         checksum = fnv1a(tensor.data(), tensor.size() * sizeof(float), checksum);
     }

@@ -60,7 +60,15 @@ ModelShape half_model_shape(const Lesson& lesson, Precision precision, int stagi
 template <typename Param, typename Grad>
 MlpBuffers<Param, Param, Grad> allocate_model(MemoryLedger& ledger, const ModelShape& shape, uint64_t seed) {
     MlpBuffers<Param, Param, Grad> net = allocate_mlp<Param, Param, Grad>(ledger, shape);
-    const std::vector<LayerParameters> init = init_parameters(seed, shape.layer_sizes);
+    initialize_model(ledger, net, seed);
+    return net;
+}
+
+template <typename Param, typename Grad>
+void initialize_model(MemoryLedger& ledger, MlpBuffers<Param, Param, Grad>& net, uint64_t seed) {
+    std::vector<int> layer_sizes = {net.layers.front().in};
+    for (const auto& layer : net.layers) layer_sizes.push_back(layer.out);
+    const std::vector<LayerParameters> init = init_parameters(seed, layer_sizes);
     for (size_t l = 0; l < net.layers.size(); ++l) {
         auto& layer = net.layers[l];
         const std::vector<float>& weight = init[l].weight;
@@ -94,7 +102,6 @@ MlpBuffers<Param, Param, Grad> allocate_model(MemoryLedger& ledger, const ModelS
     }
     CUDA_CHECK(cudaMemset(net.correct, 0, sizeof(int)));
     CUDA_CHECK(cudaDeviceSynchronize());  // the pageable init vectors are done with before they go out of scope
-    return net;
 }
 
 template <typename Grad>
@@ -320,6 +327,8 @@ UnderflowProbe probe_gradient_underflow(const Lesson& lesson, const std::vector<
 template Mlp allocate_model<float, float>(MemoryLedger&, const ModelShape&, uint64_t);
 template HalfMlp<float> allocate_model<__half, float>(MemoryLedger&, const ModelShape&, uint64_t);
 template HalfMlp<__half> allocate_model<__half, __half>(MemoryLedger&, const ModelShape&, uint64_t);
+template void initialize_model<float, float>(MemoryLedger&, Mlp&, uint64_t);
+template void initialize_model<__half, float>(MemoryLedger&, HalfMlp<float>&, uint64_t);
 template void forward_half<float>(HalfMlp<float>&, int, HgemmVersion, cudaStream_t);
 template void forward_half<__half>(HalfMlp<__half>&, int, HgemmVersion, cudaStream_t);
 template void backward_half<float>(HalfMlp<float>&, int, HgemmVersion, float*, size_t, cudaStream_t);

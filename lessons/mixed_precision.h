@@ -50,6 +50,10 @@ ModelShape half_model_shape(const Lesson& lesson, Precision precision, int stagi
 // fp32 model), __half/__half (fp16-pure), __half/float (fp16-weights, mixed).
 template <typename Param, typename Grad>
 MlpBuffers<Param, Param, Grad> allocate_model(MemoryLedger& ledger, const ModelShape& shape, uint64_t seed);
+// allocate_model's second half, for a model whose buffers are laid out otherwise (lesson 06's checkpointed one):
+// the parameters from init_parameters(seed), optimizer state and the correct counter zeroed.
+template <typename Param, typename Grad>
+void initialize_model(MemoryLedger& ledger, MlpBuffers<Param, Param, Grad>& net, uint64_t seed);
 
 // Y_l = relu(X_l·W_l + b_l) on tensor cores (kernels/hgemm.cuh): fp16 in, fp32 accumulation, fp16 out, bias and
 // ReLU in the epilogue.
