@@ -226,8 +226,8 @@ struct MlpBuffers {
 template <typename Param = float, typename Act = float, typename Grad = Param>
 MlpBuffers<Param, Act, Grad> allocate_mlp(MemoryLedger& ledger, const ModelShape& shape) {
     if (sizeof(Param) != shape.parameter_bytes || sizeof(Act) != shape.activation_bytes ||
-        sizeof(Grad) != shape.gradient_element_bytes() || shape.batch <= 0 ||
-        shape.staging_slots < 1 || shape.layer_sizes.size() < 2) {
+        sizeof(Grad) != shape.gradient_element_bytes() || shape.batch <= 0 || shape.staging_slots < 1 ||
+        shape.layer_sizes.size() < 2) {
         throw std::invalid_argument("allocate_mlp: the element types or the shape do not match the ModelShape");
     }
     using C = MemoryCategory;

@@ -209,7 +209,7 @@ double Lesson::evaluate_test_set(int* correct, const EvaluateBatch& evaluate, in
     }
     int test_correct = 0;
     ledger.copy_to_host(&test_correct, correct, sizeof(int), stream);
-    CUDA_CHECK(cudaStreamSynchronize(stream));  // pageable destination
+    CUDA_CHECK(cudaStreamSynchronize(stream));                     // pageable destination
     CUDA_CHECK(cudaMemsetAsync(correct, 0, sizeof(int), stream));  // ready for the next count
     CUDA_CHECK(cudaStreamSynchronize(stream));
     return double(test_correct) / double(data.test.count);

@@ -149,8 +149,8 @@ void optimizer_step(Mlp& net, const TrainOptions& options, double lr, int step, 
     if (scaler != nullptr) throw std::invalid_argument("optimizer_step: loss scaling is for the mixed model only");
     const AdamWParams h = adamw_params(options, lr);
     for (Mlp::Layer& layer : net.layers) {
-        adamw_step_counted(layer.weight, layer.weight_grad, layer.weight_m, layer.weight_v, size_t(layer.in) * layer.out,
-                           h, step, counters.device, stream);
+        adamw_step_counted(layer.weight, layer.weight_grad, layer.weight_m, layer.weight_v,
+                           size_t(layer.in) * layer.out, h, step, counters.device, stream);
         adamw_step_counted(layer.bias, layer.bias_grad, layer.bias_m, layer.bias_v, size_t(layer.out), h, step,
                            counters.device, stream);
     }
@@ -161,8 +161,8 @@ void optimizer_step(HalfMlp<__half>& net, const TrainOptions& options, double lr
     if (scaler != nullptr) throw std::invalid_argument("optimizer_step: loss scaling is for the mixed model only");
     const AdamWParams h = adamw_params(options, lr);
     for (auto& layer : net.layers) {
-        adamw_step_counted(layer.weight, layer.weight_grad, layer.weight_m, layer.weight_v, size_t(layer.in) * layer.out,
-                           h, step, counters.device, stream);
+        adamw_step_counted(layer.weight, layer.weight_grad, layer.weight_m, layer.weight_v,
+                           size_t(layer.in) * layer.out, h, step, counters.device, stream);
         adamw_step_counted(layer.bias, layer.bias_grad, layer.bias_m, layer.bias_v, size_t(layer.out), h, step,
                            counters.device, stream);
     }
@@ -302,7 +302,8 @@ UnderflowProbe probe_gradient_underflow(const Lesson& lesson, const std::vector<
         for (size_t l = 0; l < half.layers.size(); ++l) {
             const std::vector<float> dw =
                 download_widened(ledger, half.layers[l].weight_grad, size_t(half.layers[l].in) * half.layers[l].out);
-            const std::vector<float> db = download_widened(ledger, half.layers[l].bias_grad, size_t(half.layers[l].out));
+            const std::vector<float> db =
+                download_widened(ledger, half.layers[l].bias_grad, size_t(half.layers[l].out));
             const auto count = [&](const std::vector<float>& fp16, const std::vector<float>& fp32) {
                 for (size_t i = 0; i < fp16.size(); ++i) {
                     if (fp32[i] == 0.0f) continue;

@@ -29,7 +29,7 @@
 enum class Precision { fp32, fp16_pure, fp16_weights, mixed };
 inline constexpr Precision kAllPrecisions[] = {Precision::fp32, Precision::fp16_pure, Precision::fp16_weights,
                                                Precision::mixed};
-const char* precision_name(Precision precision);  // "fp32", "fp16-pure", "fp16-weights", "mixed"
+const char* precision_name(Precision precision);         // "fp32", "fp16-pure", "fp16-weights", "mixed"
 Precision precision_from_name(const std::string& name);  // throws std::invalid_argument for anything else
 
 // The fp16 optimizer kernels are AdamW's (kernels/optimizers.cuh): --optimizer sgd gets one message and exit 2.

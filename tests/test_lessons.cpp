@@ -219,9 +219,9 @@ TEST_CASE("lessons: 05 trains all four precisions, and --precision fp32 is lesso
     std::vector<std::string> modes;
     for (const json& r : runs) {
         modes.push_back(r["mode"]);
-        for (const char* key : {"test_accuracy", "final_train_loss", "stalled_update_fraction",
-                                "underflow_fraction_unscaled", "underflow_fraction_scaled", "seconds_per_epoch",
-                                "peak_device_bytes", "skipped_steps"}) {
+        for (const char* key :
+             {"test_accuracy", "final_train_loss", "stalled_update_fraction", "underflow_fraction_unscaled",
+              "underflow_fraction_scaled", "seconds_per_epoch", "peak_device_bytes", "skipped_steps"}) {
             INFO(r["mode"] << " " << key);
             CHECK(r.contains(key));
         }
@@ -294,8 +294,7 @@ TEST_CASE("lessons: --optimizer sgd trains lessons 01-04 with momentum SGD, the 
     CHECK(half.output.find("AdamW") != std::string::npos);
 }
 
-TEST_CASE("lessons: 07 sweeps the batch, proves the largest batch fits, and refuses one that does not",
-          "[lessons]") {
+TEST_CASE("lessons: 07 sweeps the batch, proves the largest batch fits, and refuses one that does not", "[lessons]") {
     REQUIRE_DEVICE();
     Scratch scratch;
     const std::string data = " --data '" + data_dir(scratch) + "'";
@@ -321,9 +320,9 @@ TEST_CASE("lessons: 07 sweeps the batch, proves the largest batch fits, and refu
     CHECK(sweep.report["results"]["largest_batch_peak_device_bytes"].get<int64_t>() > 0);
 #if defined(CUDA_TEACH_CPU)
     // Asking for more than fits: one message naming the category that overflows and the largest batch, exit 2.
-    const Run oom = run(scratch, "lessons/lesson07_batch_size",
-                        data + " --limit 3000 --test-limit 64 --batch 2048 --batches 16 --quiet", "07_oom",
-                        "CUDA_CPU_MEMORY=40M");
+    const Run oom =
+        run(scratch, "lessons/lesson07_batch_size",
+            data + " --limit 3000 --test-limit 64 --batch 2048 --batches 16 --quiet", "07_oom", "CUDA_CPU_MEMORY=40M");
     INFO(oom.output);
     CHECK(oom.exit_code == 2);
     CHECK(oom.output.find("is what overflows") != std::string::npos);

@@ -110,8 +110,7 @@ RunResult train_run(Lesson& lesson, Precision precision, bool main_run, MemoryLe
         ledger.allocate_host<double>(MemoryCategory::workspace, "epoch loss sum (host)", 1, HostMemory::pinned);
     // Every step's loss, copied on the device (no host wait): the test compares the first 20 with the reference.
     float* step_losses = ledger.allocate<float>(MemoryCategory::workspace, "step losses", size_t(lesson.total_steps()));
-    const UpdateCounters counters{
-        ledger.allocate<unsigned long long>(MemoryCategory::workspace, "update counters", 2)};
+    const UpdateCounters counters{ledger.allocate<unsigned long long>(MemoryCategory::workspace, "update counters", 2)};
     CUDA_CHECK(cudaMemsetAsync(counters.device, 0, 2 * sizeof(unsigned long long), compute));
     // mixed: the scaler's state lives on the device; the loss kernel reads the scale from there.
     GradScalerState* scaler = nullptr;
@@ -326,14 +325,15 @@ void print_comparison(Lesson& lesson, const std::vector<RunResult>& runs) {
                         {"seconds_per_epoch", r.seconds / lesson.options.epochs},
                         {"peak_device_bytes", int64_t(model_peak)}});
     }
-    print_flushed("\nthe precisions side by side (same seed, same batches" +
-                  std::string(lesson.on_cpu_backend() ? "; CPU timings" : "") + "):\n" + table.render() +
-                  "  updates rounded away: of the weight updates that change the weight in fp32, the fraction that left\n"
-                  "    the stored weight unchanged: fp16 storage rounded them away (every 10th step counted; 0 by\n"
-                  "    construction where the optimizer stores fp32: fp32 and mixed).\n"
-                  "  fp16 grads → 0: on the first test batch, with the run's final weights, of the weight and bias\n"
-                  "    gradient elements that are non-zero in fp32, the fraction that are zero in fp16, without and\n"
-                  "    with the loss scale.\n");
+    print_flushed(
+        "\nthe precisions side by side (same seed, same batches" +
+        std::string(lesson.on_cpu_backend() ? "; CPU timings" : "") + "):\n" + table.render() +
+        "  updates rounded away: of the weight updates that change the weight in fp32, the fraction that left\n"
+        "    the stored weight unchanged: fp16 storage rounded them away (every 10th step counted; 0 by\n"
+        "    construction where the optimizer stores fp32: fp32 and mixed).\n"
+        "  fp16 grads → 0: on the first test batch, with the run's final weights, of the weight and bias\n"
+        "    gradient elements that are non-zero in fp32, the fraction that are zero in fp16, without and\n"
+        "    with the loss scale.\n");
 
     // Memory by category: the halving of parameters and activations, and what the master weights add back.
     std::vector<std::string> headers = {"category"};
@@ -363,21 +363,21 @@ int train(int argc, char** argv) {
     GradScalerOptions scaling;
     double init_scale = scaling.init_scale, growth = scaling.growth_factor, backoff = scaling.backoff_factor;
     int interval = scaling.growth_interval;
-    Lesson lesson(argc, argv, "lesson05_mixed_precision",
-                  "half precision done right: fp32 master weights, tensor cores by hand (mma.sync), dynamic loss "
-                  "scaling",
-                  [&](Cli& cli) {
-                      cli.add_choice("--precision", &precision_flag,
-                                     {"all", "mixed", "fp32", "fp16-pure", "fp16-weights"},
-                                     "all: train fp32, fp16-pure, fp16-weights, then mixed, and compare them");
-                      cli.add_double("--init-scale", &init_scale, "S", "the loss scale to start with", 1.0, 1e30);
-                      cli.add_double("--growth-factor", &growth, "F", "the scale's growth after a clean interval",
-                                     1.0, 1e3, false);
-                      cli.add_double("--backoff-factor", &backoff, "F", "the scale's factor after an inf/NaN step",
-                                     0.0, 1.0, false);
-                      cli.add_int("--growth-interval", &interval, "N", "clean steps in a row before the scale grows");
-                  },
-                  kCpuTrainImages / 2);  // --precision all trains four models: half the usual CPU subset
+    Lesson lesson(
+        argc, argv, "lesson05_mixed_precision",
+        "half precision done right: fp32 master weights, tensor cores by hand (mma.sync), dynamic loss "
+        "scaling",
+        [&](Cli& cli) {
+            cli.add_choice("--precision", &precision_flag, {"all", "mixed", "fp32", "fp16-pure", "fp16-weights"},
+                           "all: train fp32, fp16-pure, fp16-weights, then mixed, and compare them");
+            cli.add_double("--init-scale", &init_scale, "S", "the loss scale to start with", 1.0, 1e30);
+            cli.add_double("--growth-factor", &growth, "F", "the scale's growth after a clean interval", 1.0, 1e3,
+                           false);
+            cli.add_double("--backoff-factor", &backoff, "F", "the scale's factor after an inf/NaN step", 0.0, 1.0,
+                           false);
+            cli.add_int("--growth-interval", &interval, "N", "clean steps in a row before the scale grows");
+        },
+        kCpuTrainImages / 2);  // --precision all trains four models: half the usual CPU subset
     require_adamw_or_exit(lesson);
     scaling.init_scale = float(init_scale);
     scaling.growth_factor = float(growth);

@@ -47,7 +47,7 @@ struct SweepPoint {
     double lr = 0;
     long steps = 0;
     long samples = 0;
-    double wall_ms = 0;  // training, all steps
+    double wall_ms = 0;                                            // training, all steps
     double copy_ms = 0, compute_ms = 0, wait_ms = 0, host_ms = 0;  // per step
     double test_accuracy = 0;
     MemorySnapshot memory;
@@ -87,7 +87,8 @@ SweepPoint train_at(Lesson& lesson, int batch, long samples, double lr, const Gr
     lesson.require_fits(shape, extra_device_bytes(lesson, batch, steps));
     HalfMlp<float> net = allocate_model<__half, float>(ledger, shape, o.seed);
     const std::vector<int> sizes = o.layer_sizes();
-    const size_t workspace_floats = bias_grad_workspace_floats(batch, *std::max_element(sizes.begin() + 1, sizes.end()));
+    const size_t workspace_floats =
+        bias_grad_workspace_floats(batch, *std::max_element(sizes.begin() + 1, sizes.end()));
     float* workspace = ledger.allocate<float>(MemoryCategory::workspace, "bias-grad partial sums", workspace_floats);
     double* loss_sum = ledger.allocate<double>(MemoryCategory::workspace, "loss sum", 1);
     GradScalerState* scaler = ledger.allocate<GradScalerState>(MemoryCategory::workspace, "loss scaler state", 1);
@@ -165,8 +166,8 @@ SweepPoint train_at(Lesson& lesson, int batch, long samples, double lr, const Gr
                 auto t = timer.scope(Phase::optimizer, compute);
                 unscale_and_check(gradients.data(), int(gradients.size()), scaler, compute);
                 update_grad_scaler(scaler, scaling, float(o.beta1), float(o.beta2), compute);
-                optimizer_step(net, o, scheduled_lr(o.lr_schedule, lr, step, steps), int(step + 1), no_counters,
-                               scaler, compute);
+                optimizer_step(net, o, scheduled_lr(o.lr_schedule, lr, step, steps), int(step + 1), no_counters, scaler,
+                               compute);
             }
             if (b + 1 < batches) {
                 BatchLoader::Batch following;
@@ -226,19 +227,18 @@ int train(int argc, char** argv) {
     int samples_int = 0;
     std::string lr_scaling = "sqrt";
     bool skip_largest = false;
-    Lesson lesson(argc, argv, "lesson07_batch_size",
-                  "batch size: samples/s, step time and memory against the batch, and the largest batch that fits",
-                  [&](Cli& cli) {
-                      cli.add_int_list("--batches", &batches, "LIST",
-                                       "the batch sizes to compare (those above the training images are skipped)");
-                      cli.add_int("--samples", &samples_int, "N",
-                                  "training samples at each batch size (default: one pass over the training images)",
-                                  0);
-                      cli.add_choice("--lr-scaling", &lr_scaling, {"sqrt", "linear", "none"},
-                                     "the learning rate at batch B: lr·√(B/128), lr·B/128, or lr");
-                      cli.add_flag("--no-largest", &skip_largest,
-                                   "do not find, allocate and step the largest batch that fits");
-                  });
+    Lesson lesson(
+        argc, argv, "lesson07_batch_size",
+        "batch size: samples/s, step time and memory against the batch, and the largest batch that fits",
+        [&](Cli& cli) {
+            cli.add_int_list("--batches", &batches, "LIST",
+                             "the batch sizes to compare (those above the training images are skipped)");
+            cli.add_int("--samples", &samples_int, "N",
+                        "training samples at each batch size (default: one pass over the training images)", 0);
+            cli.add_choice("--lr-scaling", &lr_scaling, {"sqrt", "linear", "none"},
+                           "the learning rate at batch B: lr·√(B/128), lr·B/128, or lr");
+            cli.add_flag("--no-largest", &skip_largest, "do not find, allocate and step the largest batch that fits");
+        });
     require_adamw_or_exit(lesson);
     const TrainOptions& o = lesson.options;
     samples_flag = samples_int > 0 ? samples_int : long(lesson.data.train.count);
@@ -259,8 +259,8 @@ int train(int argc, char** argv) {
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     const size_t usable = usable_device_bytes(free_bytes, total_bytes);
-    const int largest = largest_batch_that_fits(shape_at(lesson, 1), extra_device_bytes(lesson, 1 << 20, 1 << 20),
-                                                usable, 1 << 30);
+    const int largest =
+        largest_batch_that_fits(shape_at(lesson, 1), extra_device_bytes(lesson, 1 << 20, 1 << 20), usable, 1 << 30);
     char line[480];
     std::snprintf(line, sizeof line,
                   "device memory: %s free of %s, %s usable after the margin (1/32 of the total + up to 64 MiB, for "
