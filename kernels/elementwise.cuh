@@ -24,7 +24,8 @@
 
 #include "common/launch.h"
 
-static __global__ void bias_add_kernel(int rows, int cols, const float* bias, float* Y, int ldy) {
+namespace {  // internal linkage, like `static __global__` (why not `static`: __global__ in runtime.h)
+__global__ void bias_add_kernel(int rows, int cols, const float* bias, float* Y, int ldy) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;  // consecutive threads, consecutive columns: coalesced
     if (c >= cols) return;
     const float b = bias[c];
@@ -35,6 +36,7 @@ static __global__ void bias_add_kernel(int rows, int cols, const float* bias, fl
         Y[r * ldy + c] += b;
     }
 }
+}  // namespace
 
 __device__ __forceinline__ float relu_of(float x) {
     return x > 0.0f ? x : 0.0f;

@@ -19,8 +19,9 @@
 
 #include "common/launch.h"
 
-static __global__ void gather_rows_kernel(const uint8_t* pixels, const uint8_t* labels, const uint32_t* order,
-                                          size_t first, int row_bytes, uint8_t* out_pixels, uint8_t* out_labels) {
+namespace {  // internal linkage, like `static __global__` (why not `static`: __global__ in runtime.h)
+__global__ void gather_rows_kernel(const uint8_t* pixels, const uint8_t* labels, const uint32_t* order, size_t first,
+                                   int row_bytes, uint8_t* out_pixels, uint8_t* out_labels) {
     const int r = blockIdx.x;
     const uint32_t sample = order[first + r];  // the same address for every thread of the block: one broadcast load
     const uint8_t* src = pixels + static_cast<size_t>(sample) * row_bytes;
@@ -28,6 +29,7 @@ static __global__ void gather_rows_kernel(const uint8_t* pixels, const uint8_t* 
     for (int i = threadIdx.x; i < row_bytes; i += blockDim.x) dst[i] = src[i];  // consecutive threads, bytes
     if (threadIdx.x == 0) out_labels[r] = labels[sample];
 }
+}  // namespace
 
 // Gathers rows order[first .. first + rows) of a device-resident dataset into a batch buffer. `order` is on the
 // device; every index must be below the dataset's row count (the caller's permutation guarantees it).

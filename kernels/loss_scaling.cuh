@@ -59,7 +59,8 @@ __device__ __forceinline__ bool is_inf_or_nan(float x) {
     return (__float_as_uint(x) & 0x7f800000u) == 0x7f800000u;
 }
 
-static __global__ void unscale_and_check_kernel(UnscaleTensorList list, GradScalerState* state) {
+namespace {  // internal linkage, like `static __global__` (why not `static`: __global__ in runtime.h)
+__global__ void unscale_and_check_kernel(UnscaleTensorList list, GradScalerState* state) {
     int t = 0;
     while (blockIdx.x >= list.first_block[t + 1]) ++t;  // ends: blockIdx.x < first_block[list.tensors]
     float* g = list.data[t];
@@ -86,7 +87,7 @@ static __global__ void unscale_and_check_kernel(UnscaleTensorList list, GradScal
     if (bad) atomicExch(&state->found_inf, 1);
 }
 
-static __global__ void init_grad_scaler_kernel(GradScalerState* state, GradScalerOptions options) {
+__global__ void init_grad_scaler_kernel(GradScalerState* state, GradScalerOptions options) {
     GradScalerState& s = *state;
     s.scale = options.init_scale;
     s.growth_tracker = 0;
@@ -101,8 +102,7 @@ static __global__ void init_grad_scaler_kernel(GradScalerState* state, GradScale
     for (ScaleChange& c : s.changes) c = ScaleChange{0, 0.0f, 0.0f, 0};
 }
 
-static __global__ void update_grad_scaler_kernel(GradScalerState* state, GradScalerOptions options, float beta1,
-                                                 float beta2) {
+__global__ void update_grad_scaler_kernel(GradScalerState* state, GradScalerOptions options, float beta1, float beta2) {
     GradScalerState& s = *state;
     const float old_scale = s.scale;
     const bool found_inf = s.found_inf != 0;
@@ -135,6 +135,7 @@ static __global__ void update_grad_scaler_kernel(GradScalerState* state, GradSca
     s.found_inf = 0;                     // consumed: the next step's unscale launches start from a clean flag
     s.iteration += 1;
 }
+}  // namespace
 
 // Sets *state (device memory) to the start of the machine, on the stream (no host copy: the options travel as a
 // kernel argument).

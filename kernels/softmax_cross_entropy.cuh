@@ -83,7 +83,8 @@ __global__ void softmax_cross_entropy_kernel(int batch, int classes, int width, 
 inline constexpr int kMeanReduceThreads = 1024;
 
 // *out = scale · Σ values[i], in a fixed order. One block.
-static __global__ void mean_reduce_kernel(int n, const float* values, float scale, float* out) {
+namespace {  // internal linkage, like `static __global__` (why not `static`: __global__ in runtime.h)
+__global__ void mean_reduce_kernel(int n, const float* values, float scale, float* out) {
     __shared__ float warp_sums[32];
     float sum = 0.0f;
     for (int i = threadIdx.x; i < n; i += blockDim.x) sum += values[i];  // fixed stride: fixed order
@@ -97,6 +98,7 @@ static __global__ void mean_reduce_kernel(int n, const float* values, float scal
         if (threadIdx.x == 0) *out = total * scale;
     }
 }
+}  // namespace
 
 // Launches the fused loss kernel and, if mean_loss is given, the deterministic mean. row_losses is caller-owned
 // scratch of `batch` floats (allocated once, not per step), required. T: float or __half (logits and dlogits;
@@ -134,9 +136,11 @@ void softmax_cross_entropy(const T* logits, const Label* labels, std::type_ident
     softmax_cross_entropy(logits, labels, dlogits, row_losses, mean_loss, batch, classes, nullptr, stream);
 }
 
-static __global__ void accumulate_loss_kernel(const float* mean_loss, int rows, double* loss_sum) {
+namespace {  // internal linkage, like `static __global__` (why not `static`: __global__ in runtime.h)
+__global__ void accumulate_loss_kernel(const float* mean_loss, int rows, double* loss_sum) {
     *loss_sum += static_cast<double>(*mean_loss) * rows;  // one thread: a fixed order, no atomics
 }
+}  // namespace
 
 // *loss_sum += rows · *mean_loss, on the stream, in double. loss_sum is a device double the caller zeroes.
 inline void accumulate_loss(const float* mean_loss, int rows, double* loss_sum, cudaStream_t stream = 0) {

@@ -2,7 +2,12 @@
 // A missing barrier must give wrong results; a divergent barrier, an early exit before a barrier and a warp
 // collective that can never complete must abort with the kernel's line; an out-of-bounds write must be caught
 // by the sanitizer build. These are properties of the CPU backend, so most run in the cpu flavor only.
+#include <unistd.h>
+
+#include <cmath>
 #include <csignal>
+#include <cstdlib>
+#include <stdexcept>
 
 #include "common/tensor_core.h"
 #include "tests/test_support.h"
@@ -30,6 +35,9 @@ __global__ void tiled_matmul(const float* a, const float* b, float* c, int n) {
     }
     c[row * n + col] = sum;
 }
+#if defined(__SANITIZE_THREAD__)
+constexpr int kGemmTileReadLine = __LINE__ - 6;  // the read of the tiles, which the missing barrier races with
+#endif
 
 size_t matmul_mismatches(bool second_barrier) {
     const int n = 64;
@@ -78,10 +86,12 @@ __global__ void barrier_in_branch(float* out) {
     out[threadIdx.x] = 1.0f;
 }
 
+#if !defined(__SANITIZE_THREAD__)
 __global__ void barrier_after_thread_zero_skips(float* out) {
     if (threadIdx.x > 0) __syncthreads();  // thread 0 finishes first, barrier-free: the fast path is chosen
     out[threadIdx.x] = 1.0f;
 }
+#endif
 
 __global__ void early_return_before_barrier(float* out, int n) {
     if (int(threadIdx.x) >= n) return;  // the classic bug: threads past the end leave, the rest wait forever
@@ -147,8 +157,9 @@ TEST_CASE("a tiled GEMM with both barriers is right under schedule fuzzing", "[b
     REQUIRE(matmul_mismatches(true) == 0);
 }
 
-// CPU backend only: on a GPU a race or a barrier not all threads reach is undefined (a hang, or any result).
-#if defined(CUDA_TEACH_CPU)
+// CPU backend only: on a GPU a race or a barrier not all threads reach is undefined (a hang, or any result). The race
+// build reports these as races (below).
+#if defined(CUDA_TEACH_CPU) && !defined(__SANITIZE_THREAD__)
 TEST_CASE("must fail: a GEMM missing its second __syncthreads gives wrong results", "[backend][fuzz][must-fail]") {
     // Deterministic order already breaks it (the first thread runs ahead and overwrites the tile) ...
     REQUIRE(matmul_mismatches(false) > 0);
@@ -169,13 +180,17 @@ TEST_CASE("must fail: a broadcast from thread 0 without its barrier is wrong und
     }
     cpu_backend::set_schedule_fuzzing(false);
 }
+#endif
 
+#if defined(CUDA_TEACH_CPU)
 TEST_CASE("must fail: a barrier reached by only some threads aborts", "[backend][must-fail]") {
     cpu_backend::set_schedule_fuzzing(false);  // the second case is about the fast path, which fuzzing turns off
-    expect_kernel_fault([] { launch(barrier_in_branch, 1, 64, 0, 0, fault_buffer()); }, "exited while thread",
-                        "barrier_in_branch");
+    expect_kernel_fault([] { launch(barrier_in_branch, 1, 64, 0, 0, fault_buffer()); },
+                        "without reaching the __syncthreads", "barrier_in_branch");
+#if !defined(__SANITIZE_THREAD__)  // the race build has no fast path: this is then the case above
     expect_kernel_fault([] { launch(barrier_after_thread_zero_skips, 1, 64, 0, 0, fault_buffer()); },
                         "divergent barrier", "barrier_after_thread_zero_skips");
+#endif
 }
 
 TEST_CASE("must fail: an early return before a barrier aborts", "[backend][must-fail]") {
@@ -198,6 +213,153 @@ TEST_CASE("must fail: an mma.sync that a lane skips aborts", "[backend][must-fai
                         "0xfffffff7");  // every lane but lane 3
 }
 
+// --- static shared memory: filled for every block, and counted in the launch limit ------------------------------
+namespace {
+__global__ void read_what_block_zero_wrote(float* out) {
+    __shared__ float value;
+    if (blockIdx.x == 0 && threadIdx.x == 0) value = 42.0f;  // only block 0 writes it
+    __syncthreads();
+    if (threadIdx.x == 0) out[blockIdx.x] = value;
+}
+
+__global__ void too_much_static_shared(float* out) {
+    __shared__ float big[16 * 1024];  // 64 KiB: nvcc refuses more than 48 KiB of static shared memory
+    big[threadIdx.x] = 1.0f;
+    __syncthreads();
+    out[threadIdx.x] = big[(threadIdx.x + 1) % blockDim.x];
+}
+
+__global__ void static_and_dynamic_shared(float* out) {
+    __shared__ float tile[10 * 1024];  // 40 KiB static, plus whatever dynamic shared memory the launch asks for
+    float* extra = dynamic_shared<float>();
+    tile[threadIdx.x] = 1.0f;
+    extra[threadIdx.x] = 2.0f;
+    __syncthreads();
+    out[threadIdx.x] = tile[(threadIdx.x + 1) % blockDim.x] + extra[(threadIdx.x + 1) % blockDim.x];
+}
+}  // namespace
+
+TEST_CASE("must fail: a block reading static shared memory it never wrote gets NaN, not the last block's values",
+          "[backend][must-fail]") {
+    const int blocks = 4;
+    DeviceBuffer<float> out(blocks);
+    launch(read_what_block_zero_wrote, blocks, 32, 0, 0, out.get());
+    const std::vector<float> got = out.download();
+    CHECK(got[0] == 42.0f);
+    for (int b = 1; b < blocks; ++b) CHECK(std::isnan(got[b]));  // filled with 0xFF bytes, as on a GPU: garbage
+}
+
+TEST_CASE("must fail: static shared memory counts in the launch limits", "[backend][must-fail]") {
+    const test_support::ChildResult child =
+        test_support::run_in_child([] { launch(too_much_static_shared, 1, 32, 0, 0, fault_buffer()); });
+    INFO("child output:\n" << child.output);
+    REQUIRE(child.signal == SIGABRT);
+    REQUIRE(child.output.find("65536 bytes of static __shared__ memory") != std::string::npos);
+    REQUIRE(child.output.find("test_backend_faults.cu") != std::string::npos);  // the launch site
+    // 40 KiB static leaves 8 KiB of the default 48 KiB for dynamic shared memory.
+    DeviceBuffer<float> out(32);
+    CHECK(try_launch(static_and_dynamic_shared, 1, 32, 8 * 1024, 0, out.get()) == cudaSuccess);
+    CHECK(out.download()[0] == 3.0f);
+    CHECK(try_launch(static_and_dynamic_shared, 1, 32, 8 * 1024 + 4, 0, out.get()) == cudaErrorInvalidValue);
+}
+
+// --- a stack overflow in a kernel is reported, not a bare SIGSEGV or silent corruption -------------------------------
+namespace {
+constexpr int kHugeLocal = 512 * 1024;  // 2 MiB of floats: more than a fiber's stack (256 KiB, 1 MiB with ASan)
+
+__global__ void huge_local_array(float* out) {
+    float local[kHugeLocal];  // legal on a GPU (spilled to local memory), too big for the CPU backend's stack
+    for (int i = 0; i < kHugeLocal; i += 1024) local[(i + threadIdx.x) % kHugeLocal] = float(i);
+    out[threadIdx.x] = local[(threadIdx.x * 1024) % kHugeLocal];
+}
+}  // namespace
+
+TEST_CASE("must fail: a stack overflow in a kernel names the kernel, block and thread", "[backend][must-fail]") {
+    const test_support::ChildResult child =
+        test_support::run_in_child([] { launch(huge_local_array, 1, 32, 0, 0, fault_buffer()); });
+    INFO("child output:\n" << child.output);
+    REQUIRE(child.signal == SIGABRT);
+    REQUIRE(child.output.find("overflowed its stack") != std::string::npos);
+    REQUIRE(child.output.find("CUDA_CPU_STACK_KB") != std::string::npos);
+    REQUIRE(child.output.find("kernel fault in block (0,0,0)") != std::string::npos);
+    REQUIRE(child.output.find(") overflowed its stack") != std::string::npos);  // "thread (x,y,z) overflowed ..."
+    REQUIRE(child.output.find("test_backend_faults.cu") != std::string::npos);  // the launch site
+}
+
+// --- a pageable host pointer passed to a kernel stops the program, as it would fail on a GPU ------------------------
+namespace {
+__global__ void add_one(float* data, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) data[i] += 1.0f;
+}
+}  // namespace
+
+TEST_CASE("must fail: a kernel given a pageable host pointer stops at the launch", "[backend][must-fail]") {
+    const test_support::ChildResult child = test_support::run_in_child([] {
+        std::vector<float> host(64, 1.0f);
+        launch(add_one, 1, 64, 0, 0, host.data(), 64);  // the bug: host memory where device memory belongs
+    });
+    INFO("child output:\n" << child.output);
+    REQUIRE(child.signal == SIGABRT);
+    REQUIRE(child.output.find("argument 0 of the kernel launched at") != std::string::npos);
+    REQUIRE(child.output.find("pageable host pointer") != std::string::npos);
+    // Pinned host memory is reachable from a GPU (mapped), and one past the end of a device buffer is a valid pointer.
+    float* pinned = nullptr;
+    CUDA_CHECK(cudaMallocHost(&pinned, 64 * sizeof(float)));
+    for (int i = 0; i < 64; ++i) pinned[i] = float(i);
+    launch(add_one, 1, 64, 0, 0, pinned, 64);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK(pinned[63] == 64.0f);
+    CUDA_CHECK(cudaFreeHost(pinned));
+    DeviceBuffer<float> device(64);
+    launch(add_one, 1, 64, 0, 0, device.get() + 64, 0);
+}
+
+// --- smaller ones --------------------------------------------------------------------------------------------------
+namespace {
+__global__ void shuffle_from_two_call_sites(int* out) {
+    int v = int(threadIdx.x);
+    if (threadIdx.x < 16) {
+        v = __shfl_xor_sync(0xffffffffu, v, 16);  // the lower half here ...
+    } else {
+        v = __shfl_xor_sync(0xffffffffu, v, 16);  // ... the upper half here: one collective since sm_70
+    }
+    out[threadIdx.x] = v;
+}
+
+template <bool barrier>
+__global__ void throw_in_thread_three(float* out) {
+    if constexpr (barrier) __syncthreads();  // every thread on a fiber; without it, the fast path
+    if (threadIdx.x == 3) throw std::runtime_error("boom");
+    out[threadIdx.x] = 1.0f;
+}
+}  // namespace
+
+TEST_CASE("a shuffle reached from two call sites by different lanes completes", "[backend]") {
+    DeviceBuffer<int> out(32);
+    launch(shuffle_from_two_call_sites, 1, 32, 0, 0, out.get());
+    const std::vector<int> got = out.download();
+    for (int lane = 0; lane < 32; ++lane) CHECK(got[lane] == (lane ^ 16));
+}
+
+TEST_CASE("must fail: an exception escaping a kernel is reported alike on the fast path and on a fiber",
+          "[backend][must-fail]") {
+    cpu_backend::set_schedule_fuzzing(false);
+    expect_kernel_fault([] { launch(throw_in_thread_three<false>, 1, 32, 0, 0, fault_buffer()); },
+                        "thread (3,0,0) let an exception escape the kernel (boom)", "device code cannot throw");
+    expect_kernel_fault([] { launch(throw_in_thread_three<true>, 1, 32, 0, 0, fault_buffer()); },
+                        "thread (3,0,0) let an exception escape the kernel (boom)", "device code cannot throw");
+}
+
+TEST_CASE("the emulated device memory is at most half the host's RAM by default", "[backend]") {
+    if (std::getenv("CUDA_CPU_MEMORY")) return;  // set by hand: whatever was asked for
+    size_t free_bytes = 0, total_bytes = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const size_t ram = size_t(sysconf(_SC_PHYS_PAGES)) * size_t(sysconf(_SC_PAGESIZE));
+    CHECK(total_bytes <= ram / 2);
+    CHECK(total_bytes <= (size_t{8} << 30));
+}
+
 #if defined(__SANITIZE_ADDRESS__)
 namespace {
 __global__ void write_one_past_the_end(float* out, int n) {
@@ -218,6 +380,174 @@ TEST_CASE("must fail: an out-of-bounds write in a kernel is caught by AddressSan
     REQUIRE(child.output.find("heap-buffer-overflow") != std::string::npos);
     const std::string kernel_line = "test_backend_faults.cu:" + std::to_string(kOutOfBoundsLine);
     REQUIRE(child.output.find(kernel_line) != std::string::npos);  // reported at the kernel's source line
+}
+// A template kernel, like every GEMM and softmax kernel: its __shared__ array is a static of a template instance,
+// which AddressSanitizer protects only because the sanitizer build gives kernels internal linkage (runtime.h). The
+// store goes through a pointer into a function that is not inlined, as a vectorized GEMM's float4 stores go through
+// a cast pointer: UBSan's bounds and object-size checks cannot follow it there, only ASan's redzone sees it.
+__device__ __noinline__ void store_through(float* destination, float value) {
+    *destination = value;
+}
+
+template <int kTile>
+__global__ void shared_tile_off_by_one(const float* in, float* out) {
+    __shared__ float tile[kTile];
+    store_through(tile + threadIdx.x + 1, in[threadIdx.x]);  // the bug: thread kTile - 1 writes tile[kTile]
+    __syncthreads();
+    out[threadIdx.x] = tile[threadIdx.x];
+}
+constexpr int kSharedOutOfBoundsLine = __LINE__ - 4;
+
+TEST_CASE("must fail: an out-of-bounds shared-memory write in a template kernel is caught by AddressSanitizer",
+          "[backend][must-fail]") {
+    const test_support::ChildResult child = test_support::run_in_child([] {
+        float* p = nullptr;
+        CUDA_CHECK(cudaMalloc(&p, 64 * sizeof(float)));
+        CUDA_CHECK(cudaMemset(p, 0, 64 * sizeof(float)));
+        launch(shared_tile_off_by_one<64>, 1, 64, 0, 0, p, p);
+    });
+    INFO("child output:\n" << child.output);
+    REQUIRE_FALSE(child.exit_code == 0);
+    REQUIRE(child.output.find("global-buffer-overflow") != std::string::npos);
+    REQUIRE(child.output.find("'tile'") != std::string::npos);  // "... to the right of global variable 'tile'"
+    const std::string kernel_line = "test_backend_faults.cu:" + std::to_string(kSharedOutOfBoundsLine);
+    REQUIRE(child.output.find(kernel_line) != std::string::npos);  // reported at the kernel's source line
+}
+#endif
+
+#if defined(__SANITIZE_THREAD__)
+// --- the race build (make test-race): ThreadSanitizer reports a race at the kernel's line and stops ------------
+namespace {
+constexpr int kRaceN = 1000;  // 4 blocks of 256 threads, the last one partial
+
+__global__ void histogram_without_atomics(const int* values, int n, int* bins) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) bins[values[i]] += 1;  // not atomicAdd: threads with the same value lose each other's updates
+}
+constexpr int kRacyHistogramLine = __LINE__ - 2;
+
+__global__ void histogram_with_atomics(const int* values, int n, int* bins) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) atomicAdd(&bins[values[i]], 1);
+}
+
+__global__ void sum_without_atomics(const int* values, int n, int* total) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) *total += values[i];  // every thread updates one counter: atomicAdd is the fix
+}
+constexpr int kRacyCounterLine = __LINE__ - 2;
+
+// Thread 0 of each block adds its block's count: no race inside a block, but the blocks race with each other.
+__global__ void block_counts_without_atomics(int n, int* total) {
+    if (threadIdx.x == 0) *total += min(int(blockDim.x), n - int(blockIdx.x * blockDim.x));
+}
+constexpr int kRacyBlockCounterLine = __LINE__ - 2;
+
+template <bool barrier>
+__global__ void read_neighbour(const int* in, int* out, int n) {
+    __shared__ int tile[256];
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    tile[threadIdx.x] = i < n ? in[i] : 0;
+    if constexpr (barrier) __syncthreads();
+    if (i < n) out[i] = tile[(threadIdx.x + 1) % blockDim.x];  // the neighbour's value: written before the barrier
+}
+constexpr int kNeighbourReadLine = __LINE__ - 2;
+
+// A block sum through a helper that declares the shared memory itself (a common idiom): each block has its own on a
+// GPU, so blocks reusing the helper's static one here are no race.
+__device__ __forceinline__ int block_sum_in_helper(int value) {
+    __shared__ int partial[256];
+    partial[threadIdx.x] = value;
+    __syncthreads();
+    int sum = 0;
+    if (threadIdx.x == 0)
+        for (unsigned t = 0; t < blockDim.x; ++t) sum += partial[t];
+    return sum;
+}
+
+__global__ void block_sums_through_helper(const int* in, int n, int* sums) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int sum = block_sum_in_helper(i < n ? in[i] : 0);
+    if (threadIdx.x == 0) sums[blockIdx.x] = sum;
+}
+
+// Inputs for the children below: values in [0, 10), so many threads share a histogram bin.
+int* race_values() {
+    std::vector<int> values(kRaceN);
+    for (int i = 0; i < kRaceN; ++i) values[i] = (i * 7) % 10;
+    int* d = nullptr;
+    CUDA_CHECK(cudaMalloc(&d, kRaceN * sizeof(int)));
+    CUDA_CHECK(cudaMemcpy(d, values.data(), kRaceN * sizeof(int), cudaMemcpyHostToDevice));
+    return d;
+}
+int* zeroed_ints(int n) {
+    int* d = nullptr;
+    CUDA_CHECK(cudaMalloc(&d, n * sizeof(int)));
+    CUDA_CHECK(cudaMemset(d, 0, n * sizeof(int)));
+    return d;
+}
+constexpr int kRaceBlocks = (kRaceN + 255) / 256;
+
+void expect_race_report(void (*body)(), int kernel_line) {
+    const test_support::ChildResult child = test_support::run_in_child(body);
+    INFO("child output:\n" << child.output);
+    REQUIRE_FALSE(child.exit_code == 0);  // halt_on_error: the program stops at the first race
+    REQUIRE(child.output.find("WARNING: ThreadSanitizer: data race") != std::string::npos);
+    const std::string line = "test_backend_faults.cu:" + std::to_string(kernel_line);
+    REQUIRE(child.output.find(line) != std::string::npos);             // at the kernel's source line
+    REQUIRE(child.output.find("CUDA thread (") != std::string::npos);  // naming the CUDA threads involved
+}
+
+void expect_no_race(void (*body)()) {
+    const test_support::ChildResult child = test_support::run_in_child(body);
+    INFO("child output:\n" << child.output);
+    REQUIRE(child.output.find("ThreadSanitizer") == std::string::npos);
+    REQUIRE(child.exit_code == 0);
+}
+}  // namespace
+
+TEST_CASE("must fail: the race build reports a histogram without atomics at its line", "[backend][race][must-fail]") {
+    expect_race_report(
+        [] { launch(histogram_without_atomics, kRaceBlocks, 256, 0, 0, race_values(), kRaceN, zeroed_ints(10)); },
+        kRacyHistogramLine);
+    expect_no_race([] {
+        int* bins = zeroed_ints(10);
+        launch(histogram_with_atomics, kRaceBlocks, 256, 0, 0, race_values(), kRaceN, bins);
+        int counts[10];
+        CUDA_CHECK(cudaMemcpy(counts, bins, sizeof counts, cudaMemcpyDeviceToHost));  // the host reads after the launch
+        if (counts[0] != kRaceN / 10) std::abort();
+    });
+}
+
+TEST_CASE("must fail: the race build reports a counter updated without atomics at its line",
+          "[backend][race][must-fail]") {
+    expect_race_report(
+        [] { launch(sum_without_atomics, kRaceBlocks, 256, 0, 0, race_values(), kRaceN, zeroed_ints(1)); },
+        kRacyCounterLine);
+    // One writer per block: the race is between blocks, which a GPU runs in any order or at once.
+    expect_race_report([] { launch(block_counts_without_atomics, kRaceBlocks, 256, 0, 0, kRaceN, zeroed_ints(1)); },
+                       kRacyBlockCounterLine);
+}
+
+TEST_CASE("the race build sees no race in blocks reusing a helper's __shared__ memory", "[backend][race]") {
+    expect_no_race([] {
+        int* sums = zeroed_ints(kRaceBlocks);
+        launch(block_sums_through_helper, kRaceBlocks, 256, 0, 0, race_values(), kRaceN, sums);
+        int got[kRaceBlocks];
+        CUDA_CHECK(cudaMemcpy(got, sums, sizeof got, cudaMemcpyDeviceToHost));
+        if (got[0] != 1150) std::abort();  // (7i mod 10) over i < 256: 25 rounds of 0..9 (1125), then 0 7 4 1 8 5
+    });
+}
+
+TEST_CASE("must fail: the race build reports a missing __syncthreads at its line", "[backend][race][must-fail]") {
+    expect_race_report(
+        [] { launch(read_neighbour<false>, kRaceBlocks, 256, 0, 0, race_values(), zeroed_ints(kRaceN), kRaceN); },
+        kNeighbourReadLine);
+    expect_no_race(
+        [] { launch(read_neighbour<true>, kRaceBlocks, 256, 0, 0, race_values(), zeroed_ints(kRaceN), kRaceN); });
+    // The tiled GEMM above without its second barrier: a fast thread overwrites a tile others still read.
+    expect_race_report([] { matmul_mismatches(false); }, kGemmTileReadLine);
+    expect_no_race([] { matmul_mismatches(true); });
 }
 #endif
 #endif

@@ -114,8 +114,9 @@ __global__ void atomics(const int* values, int n, int* histogram, float* sum, in
     atomicAdd(&histogram[values[i] % 16], 1);
     atomicAdd(sum, float(values[i]));  // integers below 2^24 in total: exact whatever the order
     atomicMax(maximum, values[i]);
-    // A CAS loop that increments: the classic way to build any atomic from atomicCAS.
-    unsigned old = *counter, assumed;
+    // A CAS loop that increments: the classic way to build any atomic from atomicCAS. The first guess is read
+    // atomically too: a plain `*counter` would race with the other threads' atomicCAS (the race build says so).
+    unsigned old = atomicAdd(counter, 0u), assumed;
     do {
         assumed = old;
         old = atomicCAS(counter, assumed, assumed + 1);
@@ -136,6 +137,17 @@ __global__ void block_sums(const float* in, int n, float* out) {
         for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
         if (threadIdx.x == 0) out[blockIdx.x] = v;
     }
+}
+
+// The same name and signature as a kernel in test_backend_faults.cu, both in an anonymous namespace: two kernels of
+// one mangled name, each with 40 KiB of static shared memory of its own. The backend must count only this one's.
+__global__ void static_and_dynamic_shared(float* out) {
+    __shared__ float tile[10 * 1024];
+    float* extra = dynamic_shared<float>();
+    tile[threadIdx.x] = float(threadIdx.x);
+    extra[threadIdx.x] = 0.5f;
+    __syncthreads();
+    out[threadIdx.x] = tile[(threadIdx.x + 1) % blockDim.x] + extra[(threadIdx.x + 1) % blockDim.x];
 }
 
 }  // namespace
@@ -192,6 +204,16 @@ TEST_CASE("more than 48 KiB of dynamic shared memory needs cudaFuncSetAttribute"
     CUDA_CHECK(cudaFuncSetAttribute(rotate_in_block, cudaFuncAttributeMaxDynamicSharedMemorySize, int(big)));
     REQUIRE(try_launch(rotate_in_block, 1, threads, big, 0, in.get(), out.get(), 1) == cudaSuccess);
     REQUIRE(out.download() == std::vector<float>(threads, 1.0f));
+}
+
+TEST_CASE("static shared memory is counted per kernel, not per name (40 KiB static + 8 KiB dynamic fit)",
+          "[backend][launch]") {
+    REQUIRE_DEVICE();
+    const int threads = 32;
+    DeviceBuffer<float> out(threads);
+    REQUIRE(try_launch(static_and_dynamic_shared, 1, threads, 8 * 1024, 0, out.get()) == cudaSuccess);
+    const std::vector<float> got = out.download();
+    for (int t = 0; t < threads; ++t) REQUIRE(got[t] == float((t + 1) % threads) + 0.5f);
 }
 
 TEST_CASE("launch configurations a GPU rejects are rejected", "[backend][launch]") {

@@ -10,8 +10,8 @@
 namespace {
 
 // out[i] = philox_uniform(key, stream, substream, i): what a kernel initializing parameter i would compute.
-static __global__ void philox_uniform_kernel(PhiloxKey key, uint32_t stream, uint32_t substream, int n, float* out,
-                                             uint32_t* words) {
+__global__ void philox_uniform_kernel(PhiloxKey key, uint32_t stream, uint32_t substream, int n, float* out,
+                                      uint32_t* words) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     out[i] = philox_uniform(key, stream, substream, static_cast<uint64_t>(i));

@@ -1,16 +1,20 @@
 // common/cpu_backend/host_api.cpp — the CUDA runtime API subset, on the CPU.
 //
-// "Device" memory is host memory from malloc, counted against an emulated capacity (CUDA_CPU_MEMORY, default 8G)
-// so that running out of memory behaves as on a GPU: cudaMalloc returns cudaErrorMemoryAllocation. By default
+// "Device" memory is host memory from malloc, counted against an emulated capacity (CUDA_CPU_MEMORY, default 8G or
+// half the host's RAM) so that running out of memory behaves as on a GPU: cudaMalloc returns
+// cudaErrorMemoryAllocation. A kernel's pointer arguments are checked at launch (check_kernel_pointer). By default
 // everything is synchronous: a launch has finished when launch() returns and an async copy is a memcpy, which hides
 // missing synchronization. With CUDA_CPU_ASYNC=1 copies and memsets are queued on their stream (streams.cpp) and
 // return when CUDA's rules let them: run the suite that way, and on a GPU when you can.
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <string>
-#include <map>
 
 #include "common/cpu_backend/internal.h"
 #include "common/cpu_backend/runtime.h"
@@ -25,10 +29,14 @@ size_t parse_capacity(const char* text) {
     const double value = std::strtod(text, &end);
     const std::string unit = end ? end : "";
     double scale = 0;
-    if (unit.empty() || unit == "B") scale = 1;
-    else if (unit == "K" || unit == "KB" || unit == "KiB") scale = 1024.0;
-    else if (unit == "M" || unit == "MB" || unit == "MiB") scale = 1024.0 * 1024;
-    else if (unit == "G" || unit == "GB" || unit == "GiB") scale = 1024.0 * 1024 * 1024;
+    if (unit.empty() || unit == "B")
+        scale = 1;
+    else if (unit == "K" || unit == "KB" || unit == "KiB")
+        scale = 1024.0;
+    else if (unit == "M" || unit == "MB" || unit == "MiB")
+        scale = 1024.0 * 1024;
+    else if (unit == "G" || unit == "GB" || unit == "GiB")
+        scale = 1024.0 * 1024 * 1024;
     const double bytes = value * scale;
     if (end == text || scale == 0 || !(bytes >= 1024 * 1024) || bytes > 1e15)
         fatal("CUDA_CPU_MEMORY must be a size from 1M up, such as 512M or 8G, not '%s'", text);
@@ -42,9 +50,17 @@ struct Memory {
     std::map<const char*, size_t> device;  // start → bytes, ordered so an address can be found inside a buffer
     std::map<const char*, size_t> pinned;  // cudaHostAlloc'd: start → bytes
     Memory() {
+        // By default 8 GiB, but no more than half the host's RAM: "device" memory is host memory here, and running
+        // out of it should be cudaErrorMemoryAllocation, not the host swapping or the OOM killer.
+        const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        if (pages > 0 && page > 0) capacity = std::min(capacity, size_t(pages) * size_t(page) / 2);
         if (const char* c = std::getenv("CUDA_CPU_MEMORY")) capacity = parse_capacity(c);
     }
 };
+
+// Buffers up to this size are filled with 0xFF bytes; larger ones keep the zero pages the kernel maps lazily, as
+// filling gigabytes took seconds (4 GiB: 11 s) and touched all of it at once.
+constexpr size_t kPoisonedAllocationLimit = size_t{256} << 20;
 
 Memory& memory() {
     static Memory m;
@@ -68,7 +84,9 @@ std::pair<const char*, size_t> device_buffer_holding(const void* address) {
     return *it;
 }
 
-bool is_device_address(const void* address) { return device_buffer_holding(address).first != nullptr; }
+bool is_device_address(const void* address) {
+    return device_buffer_holding(address).first != nullptr;
+}
 
 bool is_pinned_range(const void* address, size_t bytes) {
     auto& m = memory();
@@ -91,6 +109,20 @@ bool is_device_range(const void* address, size_t bytes) {
 }
 
 }  // namespace
+
+void check_kernel_pointer(const void* pointer, unsigned argument, const KernelInvocation& kernel) {
+    if (!pointer) return;
+    const char* p = static_cast<const char*>(pointer);
+    // One past the end of a buffer is a valid pointer too (an empty range, or an end marker).
+    const auto reachable = [](const char* a) { return is_device_address(a) || is_pinned_range(a, 1); };
+    if (reachable(p) || reachable(p - 1)) return;
+    fatal(
+        "argument %u of the kernel launched at %s:%d (in %s) is %p, which is neither device memory (cudaMalloc) "
+        "nor pinned host memory (cudaMallocHost, cudaHostAlloc): a kernel on a GPU cannot dereference a pageable "
+        "host pointer (it fails with cudaErrorIllegalAddress, \"an illegal memory access was encountered\"). Copy "
+        "the data to device memory first.",
+        argument, kernel.launch_file, kernel.launch_line, kernel.launch_function, pointer);
+}
 
 cudaError_t record_error(cudaError_t error) {
     if (error != cudaSuccess) last_error = error;
@@ -271,7 +303,9 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
     void* p = nullptr;
     // Exactly `bytes` (not rounded up), so AddressSanitizer's redzone starts right after the last element.
     if (posix_memalign(&p, 256, bytes) != 0) return record_error(cudaErrorMemoryAllocation);
-    std::memset(p, 0xFF, bytes);  // a GPU gives uninitialized memory: NaN bytes make a read of it show
+    if (bytes <= cpu_backend::kPoisonedAllocationLimit)
+        std::memset(p, 0xFF, bytes);  // a GPU gives uninitialized memory: NaN
+                                      // bytes make a read of it show
     m.device.emplace(static_cast<const char*>(p), bytes);
     m.used += bytes;
     *ptr = p;
@@ -326,10 +360,10 @@ cudaError_t check_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
         // The kind must say where each side lives, and a device side must fit inside its buffer.
         const bool dst_on_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
         const bool src_on_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
-        const bool dst_ok = dst_on_device ? cpu_backend::is_device_range(dst, bytes)
-                                          : !cpu_backend::is_device_address(dst);
-        const bool src_ok = src_on_device ? cpu_backend::is_device_range(src, bytes)
-                                          : !cpu_backend::is_device_address(src);
+        const bool dst_ok =
+            dst_on_device ? cpu_backend::is_device_range(dst, bytes) : !cpu_backend::is_device_address(dst);
+        const bool src_ok =
+            src_on_device ? cpu_backend::is_device_range(src, bytes) : !cpu_backend::is_device_address(src);
         if (!dst_ok || !src_ok) return record_error(cudaErrorInvalidValue);
     }
     return cudaSuccess;
@@ -344,8 +378,10 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
     }
     // On the legacy default stream. Device to device returns at once; anything touching the host returns when done.
     const auto copy = [dst, src, bytes] { std::memmove(dst, src, bytes); };
-    if (cpu_backend::is_device_address(dst) && cpu_backend::is_device_address(src)) cpu_backend::enqueue(0, copy);
-    else cpu_backend::enqueue_and_wait(0, copy);
+    if (cpu_backend::is_device_address(dst) && cpu_backend::is_device_address(src))
+        cpu_backend::enqueue(0, copy);
+    else
+        cpu_backend::enqueue_and_wait(0, copy);
     return cudaSuccess;
 }
 cudaError_t cudaFuncSetAttribute(const void* kernel, cudaFuncAttribute attr, int value) {

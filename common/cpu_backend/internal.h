@@ -2,7 +2,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "common/cpu_backend/runtime.h"
 
@@ -18,6 +21,26 @@ cudaError_t record_error(cudaError_t error);
 [[noreturn]] void fatal(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
 unsigned configured_workers();
+
+// --- a kernel's static __shared__ variables (static_shared.cpp) ----------------------------------------------------
+inline constexpr size_t kMaxStaticSharedBytes = 48 * 1024;  // what nvcc accepts in one kernel's static __shared__
+struct StaticSharedVariable {
+    uint64_t address;  // link-time address (plain statics) or offset in the TLS block (thread_local)
+    size_t bytes;
+};
+struct StaticShared {
+    std::string kernel_name;  // mangled; empty when the kernel was not found (a stripped executable)
+    size_t bytes = 0;
+    std::vector<StaticSharedVariable> variables;
+};
+// Found in the executable's symbol table at the kernel's first launch, then cached. Thread-safe.
+const StaticShared& static_shared_of(const void* kernel_address);
+// Where a variable is for the calling thread (its own copy, in the thread_local build); null if unknown.
+unsigned char* static_shared_address(const StaticSharedVariable& variable);
+#if defined(CUDA_TEACH_RACECHECK)
+// The race build: the `__shared__` variables of inlined __device__ helpers, which belong to no kernel's symbol.
+const std::vector<StaticSharedVariable>& helper_shared_variables();
+#endif
 
 // --- asynchronous streams (streams.cpp) ----------------------------------------------------------------------------
 // Whether CUDA_CPU_ASYNC=1 (or set_async_streams) put the backend in asynchronous mode. The functions below are for

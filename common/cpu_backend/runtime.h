@@ -12,9 +12,11 @@
 //     host clock. With CUDA_CPU_ASYNC=1 each stream is a queue run by its own worker thread (streams.cpp), so calls
 //     return before their work runs and a missing wait gives wrong results, as on a GPU.
 // Environment: CUDA_CPU_WORKERS (OS threads running blocks, default 1: deterministic), CUDA_CPU_FUZZ=<seed>
-// (shuffle fiber order between sync points to expose missing barriers; in asynchronous mode also delay each stream's
-// work by seeded random amounts), CUDA_CPU_ASYNC (0 or 1), CUDA_CPU_MEMORY (emulated device memory capacity, e.g.
-// 512M or 8G, default 8G), CUDA_CPU_STACK_KB (fiber stack size).
+// (shuffle fiber order between sync points and the order of blocks, to expose missing barriers; in asynchronous mode
+// also delay each stream's work by seeded random amounts), CUDA_CPU_ASYNC (0 or 1), CUDA_CPU_MEMORY (emulated device
+// memory capacity, e.g. 512M or 8G, default 8G or half the host's RAM), CUDA_CPU_STACK_KB (fiber stack size).
+// The race build (-DRACECHECK=ON, `make test-race`) runs every CUDA thread on a fiber under ThreadSanitizer: see
+// scheduler.cpp.
 #pragma once
 
 // libstdc++'s shared_ptr_base.h writes __attribute__((__noinline__)), which CUDA's __noinline__ macro would break:
@@ -52,7 +54,16 @@
 #undef __launch_bounds__
 #undef __grid_constant__
 
+// The sanitizer build gives every kernel internal linkage: a function-local static of a template instantiation with
+// external linkage (a GNU-unique COMDAT symbol) gets no redzones from GCC's AddressSanitizer, so an out-of-bounds
+// access to `__shared__` in a template kernel (every GEMM, softmax, ...) would pass unseen. Internal, it is an
+// ordinary local static with redzones. (A kernel that is already internal is written in an anonymous namespace, not
+// `static __global__`, which would read `static static` here.)
+#if defined(CUDA_TEACH_SANITIZE)
+#define __global__ static
+#else
 #define __global__
+#endif
 #define __device__
 #define __host__
 #define __constant__ static
@@ -61,8 +72,12 @@
 #define __launch_bounds__(...)
 #define __grid_constant__
 // One copy per worker thread, and a worker runs one block at a time: exactly the lifetime of shared memory.
-// AddressSanitizer does not instrument thread-locals, so the sanitizer build (one worker) uses plain statics.
-#if defined(CUDA_TEACH_SANITIZE)
+// AddressSanitizer does not instrument thread-locals, so the sanitizer build (one worker) uses plain statics. So does
+// the race build, as GCC's ThreadSanitizer does not instrument them either; there each starts on a page of its own,
+// so that the backend can reset TSan's view of it between blocks by remapping the page (static_shared.cpp).
+#if defined(CUDA_TEACH_RACECHECK)
+#define __shared__ static __attribute__((aligned(4096)))
+#elif defined(CUDA_TEACH_SANITIZE)
 #define __shared__ static
 #else
 #define __shared__ static thread_local
@@ -89,7 +104,7 @@ struct KernelInvocation {
     // A heap copy of bound_kernel and its release: asynchronous mode runs the kernel after launch() has returned.
     const void* (*clone)(const void* bound_kernel);
     void (*destroy)(const void* bound_kernel);
-    const char* launch_file;     // where launch() was called
+    const char* launch_file;  // where launch() was called
     int launch_line;
     const char* launch_function;
 };
@@ -133,13 +148,31 @@ struct BoundKernel {
     static void destroy(const void* self) { delete static_cast<const BoundKernel*>(self); }
 };
 
+// A pointer argument must point into memory a GPU can reach: a cudaMalloc'd buffer (or one past its end), pinned
+// host memory, or null. Anything else is pageable host memory, which a kernel on a GPU cannot dereference: the
+// program stops here with the argument and the launch site (host_api.cpp).
+void check_kernel_pointer(const void* pointer, unsigned argument, const KernelInvocation& kernel);
+
+template <typename T>
+void check_kernel_argument(const T& value, unsigned argument, const KernelInvocation& kernel) {
+    if constexpr (std::is_pointer_v<T> && std::is_object_v<std::remove_pointer_t<T>>)
+        check_kernel_pointer((const void*)value, argument, kernel);  // C-style: drops const and volatile
+}
+
 template <typename... KernelParams, typename... Args>
 void launch_kernel(void (*kernel)(KernelParams...), const LaunchGrid& grid, dim3 block, size_t shared_bytes,
                    cudaStream_t stream, Args&&... args) {
     const BoundKernel<KernelParams...> bound{kernel, {std::forward<Args>(args)...}};
     using Bound = BoundKernel<KernelParams...>;
-    const KernelInvocation invocation{&Bound::run,  &bound,     reinterpret_cast<const void*>(kernel),
-                                      &Bound::clone, &Bound::destroy, grid.file, grid.line, grid.function};
+    const KernelInvocation invocation{&Bound::run,   &bound,          reinterpret_cast<const void*>(kernel),
+                                      &Bound::clone, &Bound::destroy, grid.file,
+                                      grid.line,     grid.function};
+    std::apply(
+        [&invocation](const auto&... value) {
+            unsigned argument = 0;
+            (check_kernel_argument(value, argument++, invocation), ...);
+        },
+        bound.args);
     run_grid(invocation, grid.dims, block, shared_bytes, stream);
 }
 
@@ -305,7 +338,9 @@ T atomic_compare_and_swap(T* address, T compare, T value) {
     __atomic_compare_exchange_n(address, &compare, value, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     return compare;  // the old value, whether or not the swap happened
 }
-inline int atomicCAS(int* address, int compare, int value) { return atomic_compare_and_swap(address, compare, value); }
+inline int atomicCAS(int* address, int compare, int value) {
+    return atomic_compare_and_swap(address, compare, value);
+}
 inline unsigned atomicCAS(unsigned* address, unsigned compare, unsigned value) {
     return atomic_compare_and_swap(address, compare, value);
 }
@@ -397,18 +432,22 @@ inline float __saturatef(float x) {
 // min/max as CUDA's math_functions.hpp provides them, mixed argument types included: integers meet in their common
 // type (int with unsigned gives unsigned, as in CUDA), floating point goes through fmin/fmax.
 template <typename A, typename B>
-    requires std::is_arithmetic_v<A> && std::is_arithmetic_v<B>
+requires std::is_arithmetic_v<A> && std::is_arithmetic_v<B>
 inline std::common_type_t<A, B> min(A a, B b) {
     using T = std::common_type_t<A, B>;
-    if constexpr (std::is_floating_point_v<T>) return std::fmin(T(a), T(b));
-    else return T(a) < T(b) ? T(a) : T(b);
+    if constexpr (std::is_floating_point_v<T>)
+        return std::fmin(T(a), T(b));
+    else
+        return T(a) < T(b) ? T(a) : T(b);
 }
 template <typename A, typename B>
-    requires std::is_arithmetic_v<A> && std::is_arithmetic_v<B>
+requires std::is_arithmetic_v<A> && std::is_arithmetic_v<B>
 inline std::common_type_t<A, B> max(A a, B b) {
     using T = std::common_type_t<A, B>;
-    if constexpr (std::is_floating_point_v<T>) return std::fmax(T(a), T(b));
-    else return T(a) > T(b) ? T(a) : T(b);
+    if constexpr (std::is_floating_point_v<T>)
+        return std::fmax(T(a), T(b));
+    else
+        return T(a) > T(b) ? T(a) : T(b);
 }
 // expf, logf, fmaxf, sqrtf, fmaf, ... come from <math.h> in the global namespace, as in device code.
 

@@ -8,7 +8,17 @@
 // completes what can complete: warp collectives whose live lanes have all arrived, then the block barrier once every
 // thread waits at it. Anything that cannot complete is a bug in the kernel, reported with its block, thread and line.
 // Under schedule fuzzing there is no fast path, and each pass runs the threads in a freshly shuffled order.
+//
+// The race build (ThreadSanitizer, `make test-race`): every CUDA thread is a fiber (no fast path) registered with
+// TSan's fiber API. Switches between fibers create no happens-before; only the sync points do (when a __syncthreads
+// or warp collective completes, each of its threads releases, then each acquires), and the end of the grid is
+// acquired by the launching thread. So two CUDA threads touching the same address, at least one writing, with no
+// sync point between them are reported, within a block or across blocks. Memory that blocks reuse must not look
+// shared between them to TSan: each TSan fiber keeps a stack of its own, and shared memory, static and dynamic, is
+// remapped for every block (fill_static_shared). The scheduler's own bookkeeping runs inside TSan's ignore
+// annotations.
 #include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -36,6 +46,21 @@
 #include <sanitizer/asan_interface.h>
 #define CPU_BACKEND_ASAN 1
 #endif
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#define CPU_BACKEND_TSAN 1
+extern "C" {
+void AnnotateIgnoreReadsBegin(const char* file, int line);
+void AnnotateIgnoreReadsEnd(const char* file, int line);
+void AnnotateIgnoreWritesBegin(const char* file, int line);
+void AnnotateIgnoreWritesEnd(const char* file, int line);
+// Stop at the first race, as compute-sanitizer would report it; the must-fail tests fork children that start
+// threads (one per block), which TSan refuses after a fork unless told otherwise.
+const char* __tsan_default_options() {
+    return "halt_on_error=1:die_after_fork=0";
+}
+}
+#endif
 
 thread_local constinit uint3 threadIdx{0, 0, 0};
 thread_local constinit uint3 blockIdx{0, 0, 0};
@@ -47,13 +72,44 @@ namespace {
 
 namespace ctx = boost::context;
 
-// --- fiber stacks: allocated once per worker, with a guard page so an overflow is a clean SIGSEGV -------------
+#if defined(CPU_BACKEND_TSAN)
+constexpr bool kRaceCheck = true;
+// The scheduler's own reads and writes (thread states, hand-over slots, threadIdx, combined warp results) are not
+// the kernel's: hidden from TSan, or every hand-over between fibers would be reported as a race.
+void tsan_ignore_begin() {
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+    AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+}
+void tsan_ignore_end() {
+    AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+}
+struct TsanIgnoreScope {
+    TsanIgnoreScope() { tsan_ignore_begin(); }
+    ~TsanIgnoreScope() { tsan_ignore_end(); }
+};
+char grid_token;    // every CUDA thread releases it as it finishes; the launching thread acquires it after the grid
+char launch_token;  // the launching thread releases it before the blocks run; every CUDA thread acquires it first
+// Creating a TSan fiber costs milliseconds, so each worker keeps two sets of them (one per CUDA thread of a block),
+// used by alternate blocks: two consecutive blocks are never the same TSan thread, so a race between them is seen.
+// (A race between blocks k and k + 2 at the same thread index is not: they are one TSan thread.)
+constexpr unsigned kTsanFiberSets = 2;
+#else
+constexpr bool kRaceCheck = false;
+struct TsanIgnoreScope {};
+#endif
+
+// --- fiber stacks: allocated once per worker, with a guard region below each, so an overflow faults -------------
+// The cpu flavor is compiled with -fstack-clash-protection: a frame larger than a page (a big local array) is probed
+// page by page as it is allocated, so it faults in the guard region instead of jumping over it into other memory.
+// The SIGSEGV handler below turns that fault into a message naming the kernel, block and thread.
 class StackPool {
   public:
+    static constexpr size_t kGuardBytes = 64 * 1024;
     explicit StackPool(size_t size) : size_(size) {}
     StackPool(const StackPool&) = delete;
     ~StackPool() {
-        for (void* base : free_) munmap(base, size_ + page());
+        for (void* base : free_) munmap(base, size_ + kGuardBytes);
     }
     ctx::stack_context allocate() {
         void* base;
@@ -61,37 +117,33 @@ class StackPool {
             base = free_.back();
             free_.pop_back();
         } else {
-            base = mmap(nullptr, size_ + page(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                        -1, 0);
+            base = mmap(nullptr, size_ + kGuardBytes, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
             if (base == MAP_FAILED) fatal("cannot map a fiber stack (%zu KiB)", size_ / 1024);
-            // Stacks grow down: the guard page sits below the lowest address, so an overflow is a clean SIGSEGV.
-            if (mprotect(base, page(), PROT_NONE) != 0) fatal("cannot protect a fiber stack's guard page");
+            // Stacks grow down: the guard region sits below the lowest address.
+            if (mprotect(base, kGuardBytes, PROT_NONE) != 0) fatal("cannot protect a fiber stack's guard region");
         }
         // Stack tops at one offset modulo 4 KiB would all share a few L1 cache sets and evict each other on
         // every switch; staggering them by cache lines ("coloring") spreads them over the whole cache.
 #if defined(CPU_BACKEND_ASAN)
         // A reused stack still carries the redzones of the frames of the fiber that last ran on it.
-        ASAN_UNPOISON_MEMORY_REGION(static_cast<char*>(base) + page(), size_);
+        ASAN_UNPOISON_MEMORY_REGION(static_cast<char*>(base) + kGuardBytes, size_);
 #endif
         const size_t color = (colors_++ % 63) * 64;
         ctx::stack_context stack;
         stack.size = size_ - color;
-        stack.sp = static_cast<char*>(base) + page() + size_ - color;
+        stack.sp = static_cast<char*>(base) + kGuardBytes + size_ - color;
         return stack;
     }
     void deallocate(ctx::stack_context& stack) {
         const size_t color = size_ - stack.size;
-        free_.push_back(static_cast<char*>(stack.sp) + color - size_ - page());
+        free_.push_back(static_cast<char*>(stack.sp) + color - size_ - kGuardBytes);
     }
     size_t size() const {
         return size_;
     }
 
   private:
-    static size_t page() {
-        static const size_t bytes = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-        return bytes;
-    }
     size_t size_;
     size_t colors_ = 0;
     std::vector<void*> free_;
@@ -114,13 +166,30 @@ struct CudaThread {
     const void* stack_bottom = nullptr;
     size_t stack_size = 0;
 #endif
+#if defined(CPU_BACKEND_TSAN)
+    void* tsan_fiber = nullptr;  // TSan's context for this CUDA thread in this block: one of tsan_fibers
+    void* tsan_fibers[kTsanFiberSets] = {};
+    // Each TSan fiber keeps its own stack, so no other TSan thread ever touched that memory: no false races there.
+    ctx::stack_context tsan_stacks[kTsanFiberSets] = {};
+#endif
+    const char* guard_low = nullptr;  // the guard region below its stack: a fault there is a stack overflow
+    const char* guard_high = nullptr;
 };
 
 struct PooledStack {  // the StackAllocator concept Boost.Context asks for
     StackPool* pool;
     CudaThread* owner;
+    unsigned set;  // the race build: which of the owner's TSan fibers (and its stack) runs this block
     ctx::stack_context allocate() {
+#if defined(CPU_BACKEND_TSAN)
+        ctx::stack_context& kept = owner->tsan_stacks[set];
+        if (!kept.sp) kept = pool->allocate();
+        ctx::stack_context stack = kept;
+#else
         ctx::stack_context stack = pool->allocate();
+#endif
+        owner->guard_high = static_cast<const char*>(stack.sp) - stack.size;
+        owner->guard_low = owner->guard_high - StackPool::kGuardBytes;
 #if defined(CPU_BACKEND_ASAN)
         owner->stack_bottom = static_cast<char*>(stack.sp) - stack.size;  // ASan must know where it switches to
         owner->stack_size = stack.size;
@@ -128,7 +197,11 @@ struct PooledStack {  // the StackAllocator concept Boost.Context asks for
         return stack;
     }
     void deallocate(ctx::stack_context& stack) noexcept {
+#if defined(CPU_BACKEND_TSAN)
+        (void)stack;  // kept for the next block that runs this TSan fiber
+#else
         pool->deallocate(stack);
+#endif
     }
 };
 
@@ -153,6 +226,14 @@ struct BlockRun {
 #if defined(CPU_BACKEND_ASAN)
     const void* worker_stack_bottom = nullptr;
     size_t worker_stack_size = 0;
+#endif
+#if defined(CPU_BACKEND_TSAN)
+    void* tsan_scheduler = nullptr;  // TSan's context of the OS thread running the block
+    unsigned tsan_set = 0;           // which set of TSan fibers this block uses
+    uint64_t blocks_run = 0;
+    // What the barriers release and acquire: allocated per block, so no synchronization carries over from one block
+    // to the next (freed memory takes its TSan sync state with it).
+    char* barrier_token = nullptr;
 #endif
 };
 
@@ -204,6 +285,15 @@ Config& config() {
 
 struct Worker {
     Worker() {
+        // The SIGSEGV of a stack overflow must be handled on another stack than the one that overflowed.
+        stack_t current{};
+        if (sigaltstack(nullptr, &current) == 0 && (current.ss_flags & SS_DISABLE)) {
+            signal_stack.reset(new char[kSignalStackBytes]);
+            stack_t ours{};
+            ours.ss_sp = signal_stack.get();
+            ours.ss_size = kSignalStackBytes;
+            if (sigaltstack(&ours, nullptr) != 0) signal_stack.reset();
+        }
 #if defined(CPU_BACKEND_ASAN)
         // AddressSanitizer must be told the bounds of each stack a switch lands on, this OS thread's own too.
         pthread_attr_t attributes;
@@ -214,24 +304,102 @@ struct Worker {
         pthread_attr_destroy(&attributes);
 #endif
     }
+    ~Worker() {
+        if (signal_stack) {
+            stack_t off{};
+            off.ss_flags = SS_DISABLE;
+            sigaltstack(&off, nullptr);
+        }
+    }
+    static constexpr size_t kSignalStackBytes = 64 * 1024;
+    std::unique_ptr<char[]> signal_stack;  // set when this thread had no alternate signal stack yet
     BlockRun run;
     std::vector<unsigned> order;
     StackPool stacks{config().stack_bytes};
-    struct Free {
-        void operator()(unsigned char* p) const { std::free(p); }
+    // Whole pages of their own (the race build remaps them for every block).
+    static constexpr size_t kDynamicSharedMapped = (kMaxSharedBytes + 4095) / 4096 * 4096;
+    struct Unmap {
+        void operator()(unsigned char* p) const { munmap(p, kDynamicSharedMapped); }
     };
-    std::unique_ptr<unsigned char[], Free> dynamic_shared{
-        static_cast<unsigned char*>(std::aligned_alloc(128, kMaxSharedBytes))};
+    std::unique_ptr<unsigned char[], Unmap> dynamic_shared{map_dynamic_shared()};
+    static unsigned char* map_dynamic_shared() {
+        void* p = mmap(nullptr, kDynamicSharedMapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) fatal("cannot map shared memory for a worker");
+        return static_cast<unsigned char*>(p);
+    }
 };
 thread_local Worker* this_worker = nullptr;
 
-Worker& worker() {
-    thread_local std::unique_ptr<Worker> owned;
-    if (!owned) {
-        owned = std::make_unique<Worker>();
-        this_worker = owned.get();
+thread_local std::unique_ptr<Worker> owned_worker;
+
+#if defined(CPU_BACKEND_TSAN)
+// In a forked child (the must-fail tests' children) TSan no longer tracks the parent's fibers correctly: the child
+// creates its own, with fresh stacks (the old ones are left alone).
+void forget_tsan_fibers_in_child() {
+    if (!this_worker) return;
+    for (CudaThread& t : this_worker->run.threads) {
+        for (unsigned set = 0; set < kTsanFiberSets; ++set) {
+            t.tsan_fibers[set] = nullptr;
+            t.tsan_stacks[set] = {};
+        }
     }
-    return *owned;
+}
+#endif
+
+Worker& worker() {
+    if (!this_worker) {
+        owned_worker = std::make_unique<Worker>();
+        this_worker = owned_worker.get();
+#if defined(CPU_BACKEND_TSAN)
+        // Never freed in the race build: freeing is a write TSan would check against the CUDA threads' reads.
+        owned_worker.release();
+        static const bool hooked = pthread_atfork(nullptr, nullptr, forget_tsan_fibers_in_child) == 0;
+        (void)hooked;
+#endif
+    }
+    return *this_worker;
+}
+
+// --- a stack overflow in a kernel: a message instead of a bare SIGSEGV ----------------------------------------
+struct sigaction previous_segv_action;
+
+void on_segv(int signal, siginfo_t* info, void* context) {
+    const Worker* w = this_worker;
+    const char* address = static_cast<const char*>(info->si_addr);
+    if (w && w->run.kernel && w->run.current && address >= w->run.current->guard_low &&
+        address < w->run.current->guard_high) {
+        const BlockRun& run = w->run;
+        const uint3 t = run.current->index, b = run.block;
+        char text[1024];
+        const int length = std::snprintf(
+            text, sizeof text,
+            "CPU backend: kernel fault in block (%u,%u,%u), kernel launched at %s:%d (in %s):\n  thread (%u,%u,%u) "
+            "overflowed its stack of %zu KiB. A CUDA thread's local variables live on its fiber's stack here (on a "
+            "GPU, large local arrays spill to local memory): set CUDA_CPU_STACK_KB higher (e.g. "
+            "CUDA_CPU_STACK_KB=%zu), or make the array smaller or shared.\n",
+            b.x, b.y, b.z, run.kernel->launch_file, run.kernel->launch_line, run.kernel->launch_function, t.x, t.y, t.z,
+            config().stack_bytes / 1024, config().stack_bytes / 1024 * 4);
+        if (length > 0) (void)!write(STDERR_FILENO, text, std::min(size_t(length), sizeof text - 1));
+        std::abort();
+    }
+    // Not ours: whoever handled SIGSEGV before (a sanitizer) gets it, or the default action ends the program.
+    if (previous_segv_action.sa_flags & SA_SIGINFO) {
+        if (previous_segv_action.sa_sigaction) return previous_segv_action.sa_sigaction(signal, info, context);
+    } else if (previous_segv_action.sa_handler != SIG_DFL && previous_segv_action.sa_handler != SIG_IGN) {
+        return previous_segv_action.sa_handler(signal);
+    }
+    sigaction(SIGSEGV, &previous_segv_action, nullptr);  // returning re-runs the faulting access: the default action
+}
+
+// Checked at every launch, not once: a program (or a test's child process) may have reset SIGSEGV since.
+void install_stack_overflow_handler() {
+    struct sigaction current {};
+    if (sigaction(SIGSEGV, nullptr, &current) != 0 || current.sa_sigaction == on_segv) return;
+    struct sigaction action {};
+    action.sa_sigaction = on_segv;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGSEGV, &action, &previous_segv_action);
 }
 
 std::string where(const std::source_location& site) {
@@ -280,6 +448,15 @@ void asan_finish_switch(void* fake_stack) {
     (void)fake_stack;
 #endif
 }
+// Tells TSan which CUDA thread runs from here on: called immediately before the real switch, since anything done
+// in between is charged to the target. No synchronization: a context switch is not a happens-before edge.
+void tsan_switch(const BlockRun& run, const CudaThread* to) {
+#if defined(CPU_BACKEND_TSAN)
+    __tsan_switch_to_fiber(to ? to->tsan_fiber : run.tsan_scheduler, __tsan_switch_to_fiber_no_sync);
+#else
+    (void)run, (void)to;
+#endif
+}
 
 // Parks the running context's continuation in `my_slot` and runs `to` (the scheduler when null) until something
 // transfers back here.
@@ -289,10 +466,32 @@ void transfer(BlockRun& run, ctx::fiber& my_slot, CudaThread* to) {
     run.park_slot = &my_slot;
     void* fake_stack = nullptr;
     asan_start_switch(&fake_stack, run, to);
+    tsan_switch(run, to);
     ctx::fiber resumed_by = std::move(to ? to->fiber : run.scheduler).resume();
     asan_finish_switch(fake_stack);
     *run.park_slot = std::move(resumed_by);  // whoever resumed us said where its continuation goes
 }
+
+#if defined(CPU_BACKEND_TSAN)
+// A sync point completes for threads [first, first + count) of the block where `members` has their bit: what each
+// did before it happens before what any does after it. Done here, as it completes, under each member's TSan identity
+// (no real switch): a thread acquiring only when it resumes could also pick up what a faster one released at the
+// next sync point.
+void tsan_complete_sync_point(const BlockRun& run, unsigned first, unsigned count, const uint32_t* members,
+                              void* token) {
+    for (int pass = 0; pass < 2; ++pass) {
+        for (unsigned i = 0; i < count; ++i) {
+            if (members && !(members[i / 32] >> (i % 32) & 1u)) continue;
+            __tsan_switch_to_fiber(run.threads[first + i].tsan_fiber, __tsan_switch_to_fiber_no_sync);
+            if (pass == 0)
+                __tsan_release(token);
+            else
+                __tsan_acquire(token);
+        }
+    }
+    __tsan_switch_to_fiber(run.tsan_scheduler, __tsan_switch_to_fiber_no_sync);
+}
+#endif
 
 // A CUDA thread reached a sync point: let the rest of the pass run.
 void yield_to_next(BlockRun& run, CudaThread& self) {
@@ -308,13 +507,57 @@ void run_pass(BlockRun& run, unsigned thread_count) {
     run.current = nullptr;
 }
 
+[[noreturn]] void block_fault(BlockRun& run, const std::string& message);
+
+// Runs the kernel for the current CUDA thread. An exception escaping it is reported the same way on a fiber and on
+// the fast path: device code cannot throw (nvcc rejects `throw` in a kernel), so this is host-only code at fault.
+void run_catching(BlockRun& run, const KernelInvocation& kernel) {
+    try {
+        kernel.run(kernel.bound_kernel);
+    } catch (const ctx::detail::forced_unwind&) {
+        throw;  // Boost.Context unwinding a fiber's stack: not the kernel's
+    } catch (const std::exception& e) {
+        const uint3 thread = run.current ? run.current->index : thread_index(run.plain_thread);
+        block_fault(run, "thread " + coords(thread) + " let an exception escape the kernel (" + e.what() +
+                             "): device code cannot throw");
+    } catch (...) {
+        const uint3 thread = run.current ? run.current->index : thread_index(run.plain_thread);
+        block_fault(run, "thread " + coords(thread) + " let an exception escape the kernel: device code cannot throw");
+    }
+}
+
 void start_fiber(Worker& w, CudaThread& thread) {
     BlockRun* run = &w.run;
     CudaThread* self = &thread;
-    thread.fiber = ctx::fiber(std::allocator_arg, PooledStack{&w.stacks, &thread}, [run, self](ctx::fiber&& sink) {
+#if defined(CPU_BACKEND_TSAN)
+    void*& fiber = thread.tsan_fibers[run->tsan_set];
+    if (!fiber) fiber = __tsan_create_fiber(0);
+    thread.tsan_fiber = fiber;
+    const std::string name = "CUDA thread " + coords(thread.index) + " of block " + coords(run->block);
+    __tsan_set_fiber_name(fiber, name.c_str());
+    // Entered under its identity here, without a real switch: everything the host did before the launch happens
+    // before what it does now, and it starts inside the ignore annotations (the first switch into it, and a finished
+    // fiber's clean-up that runs on it, are scheduler work).
+    __tsan_switch_to_fiber(fiber, __tsan_switch_to_fiber_no_sync);
+    __tsan_acquire(&launch_token);
+    tsan_ignore_begin();
+    __tsan_switch_to_fiber(run->tsan_scheduler, __tsan_switch_to_fiber_no_sync);
+    const unsigned set = run->tsan_set;
+#else
+    const unsigned set = 0;
+#endif
+    thread.fiber = ctx::fiber(std::allocator_arg, PooledStack{&w.stacks, &thread, set}, [run, self](ctx::fiber&& sink) {
         asan_finish_switch(nullptr);
         *run->park_slot = std::move(sink);
-        run->kernel->run(run->kernel->bound_kernel);
+        const KernelInvocation* kernel = run->kernel;
+#if defined(CPU_BACKEND_TSAN)
+        tsan_ignore_end();
+#endif
+        run_catching(*run, *kernel);
+#if defined(CPU_BACKEND_TSAN)
+        __tsan_release(&grid_token);  // what this thread wrote happens before the host's next look at memory
+        tsan_ignore_begin();
+#endif
         self->state = ThreadState::finished;
         ++run->finished;
         // Hand over to the next thread of the pass (or the scheduler); this fiber and its stack are released.
@@ -323,6 +566,11 @@ void start_fiber(Worker& w, CudaThread& thread) {
         if (next) threadIdx = next->index;
         run->park_slot = &run->discarded;
         asan_start_switch(nullptr, *run, next);
+#if defined(CPU_BACKEND_TSAN)
+        void* target = next ? next->tsan_fiber : run->tsan_scheduler;  // read while still ignored
+        tsan_ignore_end();  // a fiber ends its run with no ignores, as it started
+        __tsan_switch_to_fiber(target, __tsan_switch_to_fiber_no_sync);
+#endif
         return std::move(next ? next->fiber : run->scheduler);
     });
 }
@@ -383,10 +631,10 @@ bool same_site(const std::source_location& a, const std::source_location& b) {
            (a.file_name() == b.file_name() || std::strcmp(a.file_name(), b.file_name()) == 0);
 }
 
-// Lanes of one collective: the same operation with the same mask, at the same call site (except __syncwarp, which
-// may legally meet at different sites).
+// Lanes of one collective: the same operation with the same mask. The call sites may differ: since sm_70 (independent
+// thread scheduling) lanes of divergent branches meet at a collective reached from different lines.
 bool same_collective(const CudaThread& a, const CudaThread& b) {
-    return a.mask == b.mask && a.combine == b.combine && (a.combine == combine_nothing || same_site(a.site, b.site));
+    return a.mask == b.mask && a.combine == b.combine;
 }
 
 // Completes every warp collective whose live lanes have all arrived. Returns whether any lane was released.
@@ -419,6 +667,14 @@ bool complete_warp_collectives(BlockRun& run) {
             run.current = &first;  // so that a fault reported by the combiner names a thread of this warp
             first.combine(slots, group);
             run.current = nullptr;
+#if defined(CPU_BACKEND_TSAN)
+            {
+                // A token of its own: the lanes of this collective synchronize with each other, not with lanes
+                // that met at another collective of the warp. (Freed memory takes its TSan sync state with it.)
+                const std::unique_ptr<char> token(new char);
+                tsan_complete_sync_point(run, base, lanes_here, &group, token.get());
+            }
+#endif
             for (unsigned l = 0; l < lanes_here; ++l) {
                 if (group >> l & 1u) run.threads[base + l].state = ThreadState::runnable;
             }
@@ -441,20 +697,25 @@ void complete_barrier_or_fault(BlockRun& run) {
         for (unsigned i = 0; i < run.thread_count && !exited; ++i) {
             if (run.threads[i].state == ThreadState::finished) exited = &run.threads[i];
         }
-        block_fault(run, "thread " + coords(exited->index) + " exited while thread " + coords(waiting->index) +
-                             " waits at __syncthreads at " + where(waiting->site) +
-                             ": every thread of a block must reach each barrier (no early return before it)");
+        block_fault(run, "thread " + coords(exited->index) +
+                             " finished the kernel without reaching the __syncthreads at " + where(waiting->site) +
+                             " where thread " + coords(waiting->index) +
+                             " waits (it skipped the barrier: a barrier inside a branch, or an early return before "
+                             "it): every thread of a block must reach each barrier");
     }
     const std::source_location& site = waiting->site;
     for (unsigned i = 0; i < run.thread_count; ++i) {
-        CudaThread& t = run.threads[i];
+        const CudaThread& t = run.threads[i];
         if (!same_site(t.site, site)) {
             block_fault(run, "threads of one block wait at different __syncthreads: thread " + coords(waiting->index) +
                                  " at " + where(site) + ", thread " + coords(t.index) + " at " + where(t.site) +
                                  " (a barrier inside divergent code)");
         }
-        t.state = ThreadState::runnable;
     }
+#if defined(CPU_BACKEND_TSAN)
+    tsan_complete_sync_point(run, 0, run.thread_count, nullptr, run.barrier_token);  // every thread of the block
+#endif
+    for (unsigned i = 0; i < run.thread_count; ++i) run.threads[i].state = ThreadState::runnable;
     run.at_barrier = 0;
 }
 
@@ -463,6 +724,7 @@ struct Schedule {
     uint64_t launch_number;
     bool fuzz;
     uint64_t fuzz_seed;
+    const StaticShared* static_shared;  // the kernel's static __shared__ variables, filled for every block
 };
 
 void run_block(Worker& w, const KernelInvocation& kernel, uint3 block, const Schedule& schedule) {
@@ -491,8 +753,14 @@ void run_block(Worker& w, const KernelInvocation& kernel, uint3 block, const Sch
     // kernel is wrong), and the others run as plain calls. Fuzzing skips this fast path: every thread is a fiber
     // from the start and the passes run in shuffled order, so even `if (threadIdx.x == 0) s = ...;` followed by a
     // read of s without a barrier shows up as a wrong result.
+#if defined(CPU_BACKEND_TSAN)
+    run.tsan_scheduler = __tsan_get_current_fiber();
+    run.tsan_set = static_cast<unsigned>(run.blocks_run++ % kTsanFiberSets);
+    const std::unique_ptr<char> barrier_token(new char);
+    run.barrier_token = barrier_token.get();
+#endif
     unsigned first_fiber = 0;
-    if (!fuzz) {
+    if (!fuzz && !kRaceCheck) {  // the race build: every thread on a fiber of its own, as fuzzing does
         CudaThread& first = run.threads[0];
         first.linear = 0;
         first.index = {0, 0, 0};
@@ -513,7 +781,7 @@ void run_block(Worker& w, const KernelInvocation& kernel, uint3 block, const Sch
                 }
                 run.plain_thread = i;
                 threadIdx = index;
-                kernel.run(kernel.bound_kernel);
+                run_catching(run, kernel);
             }
             return;
         }
@@ -611,9 +879,35 @@ cudaError_t set_max_dynamic_shared(const void* kernel, int bytes) {
 }
 
 namespace {
+#if defined(CPU_BACKEND_TSAN)
+// Fresh pages, so that TSan forgets the previous block's accesses (its mmap hook resets their shadow): they are not
+// races with this block's. The variable starts a page (runtime.h); bytes from `keep_from` to the end of its last
+// page (what shares that page, or the whole variable) keep their values.
+void reset_tsan_view(unsigned char* start, size_t bytes, size_t keep_from) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t mapped = (bytes + page - 1) / page * page;
+    std::vector<unsigned char> kept(start + keep_from, start + mapped);
+    if (mmap(start, mapped, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED)
+        fatal("cannot remap static shared memory for the race build");
+    std::memcpy(start + keep_from, kept.data(), kept.size());
+}
+#endif
+
+// A block finds the kernel's static __shared__ variables filled with 0xFF bytes, as its dynamic shared memory, not
+// holding what the previous block left there.
+void fill_static_shared(const StaticSharedVariable& variable) {
+    unsigned char* start = static_shared_address(variable);
+    if (!start) return;
+#if defined(CPU_BACKEND_TSAN)
+    reset_tsan_view(start, variable.bytes, variable.bytes);
+#endif
+    std::memset(start, 0xFF, variable.bytes);
+}
+
 void run_grid_now(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t shared_bytes,
                   const Schedule& schedule) {
     const uint64_t block_count = uint64_t(grid.x) * grid.y * grid.z;
+    install_stack_overflow_handler();
     auto run_one = [&](uint64_t b) {
         Worker& w = worker();
         gridDim = {grid.x, grid.y, grid.z};
@@ -624,20 +918,52 @@ void run_grid_now(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t 
         ASAN_UNPOISON_MEMORY_REGION(w.dynamic_shared.get(), kMaxSharedBytes);
         ASAN_POISON_MEMORY_REGION(w.dynamic_shared.get() + shared_bytes, kMaxSharedBytes - shared_bytes);
 #endif
+#if defined(CPU_BACKEND_TSAN)
+        // Fresh pages for each block, so that TSan forgets the previous block's accesses (see fill_static_shared).
+        if (mmap(w.dynamic_shared.get(), Worker::kDynamicSharedMapped, PROT_READ | PROT_WRITE,
+                 MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED)
+            fatal("cannot remap dynamic shared memory for the race build");
+#endif
         std::memset(w.dynamic_shared.get(), 0xFF, shared_bytes);
+        for (const StaticSharedVariable& v : schedule.static_shared->variables) fill_static_shared(v);
+#if defined(CPU_BACKEND_TSAN)
+        // An inlined __device__ helper's `__shared__` belongs to no kernel's symbol: it is not filled, but TSan must
+        // forget the previous block's accesses to it all the same, or they would be reported as races between blocks.
+        for (const StaticSharedVariable& v : helper_shared_variables())
+            reset_tsan_view(static_shared_address(v), v.bytes, 0);
+#endif
         const uint3 block_index{static_cast<unsigned>(b % grid.x), static_cast<unsigned>(b / grid.x % grid.y),
                                 static_cast<unsigned>(b / (uint64_t(grid.x) * grid.y))};
         run_block(w, kernel, block_index, schedule);
         w.run.kernel = nullptr;  // sync points outside a kernel are errors
     };
+    // Under fuzzing the blocks also run in a shuffled order: on a GPU they run in any order, or all at once.
+    std::vector<uint32_t> block_order;
+    if (schedule.fuzz && block_count <= (uint64_t{1} << 24)) {
+        block_order.resize(block_count);
+        std::iota(block_order.begin(), block_order.end(), 0u);
+        std::mt19937_64 rng(schedule.fuzz_seed * 0xBF58476D1CE4E5B9ull ^ schedule.launch_number);
+        std::shuffle(block_order.begin(), block_order.end(), rng);
+    }
+    const auto block_number = [&block_order](uint64_t k) { return block_order.empty() ? k : block_order[k]; };
+#if defined(CPU_BACKEND_TSAN)
+    // One block at a time on this thread, all of it scheduler work hidden from TSan; the CUDA threads' TSan fibers
+    // acquire what this thread did before the launch, and it acquires what they did once the grid is done.
+    __tsan_release(&launch_token);
+    tsan_ignore_begin();
+    for (uint64_t k = 0; k < block_count; ++k) run_one(block_number(k));
+    tsan_ignore_end();
+    __tsan_acquire(&grid_token);  // the launch happens before whatever this thread does next (copies, launches)
+    return;
+#endif
     const unsigned workers = static_cast<unsigned>(std::min<uint64_t>(config().workers, block_count));
     if (workers <= 1) {
-        for (uint64_t b = 0; b < block_count; ++b) run_one(b);
+        for (uint64_t k = 0; k < block_count; ++k) run_one(block_number(k));
     } else {
         static WorkerPool& pool = *new WorkerPool;  // never destroyed: its threads wait on it until exit
         static std::mutex pool_mutex;               // one grid at a time through the pool
         std::lock_guard lock(pool_mutex);
-        pool.run(block_count, workers, run_one);
+        pool.run(block_count, workers, [&](uint64_t k) { run_one(block_number(k)); });
     }
 }
 }  // namespace
@@ -651,18 +977,29 @@ void run_grid(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t shar
         record_error(cudaErrorInvalidConfiguration);
         return;
     }
-    size_t shared_limit = kDefaultSharedBytes;
+    // Static shared memory counts too: nvcc refuses a kernel declaring more than 48 KiB of it, and by default the
+    // dynamic part may only fill the rest of those 48 KiB; cudaFuncSetAttribute raises the dynamic part's limit up
+    // to what the block's total may reach (227 KiB).
+    const StaticShared& static_shared = static_shared_of(kernel.kernel_address);
+    if (static_shared.bytes > kMaxStaticSharedBytes) {
+        fatal(
+            "the kernel launched at %s:%d (%s) declares %zu bytes of static __shared__ memory, more than the %zu "
+            "that nvcc accepts (ptxas: \"uses too much shared data\"); use dynamic shared memory and "
+            "cudaFuncSetAttribute for more",
+            kernel.launch_file, kernel.launch_line, kernel.launch_function, static_shared.bytes, kMaxStaticSharedBytes);
+    }
+    size_t shared_limit = kDefaultSharedBytes - static_shared.bytes;
     {
         std::lock_guard lock(attribute_mutex);
         if (auto it = max_dynamic_shared.find(kernel.kernel_address); it != max_dynamic_shared.end())
             shared_limit = static_cast<size_t>(it->second);  // as on a GPU, the attribute is the limit
     }
-    if (shared_bytes > shared_limit) {
+    if (shared_bytes > shared_limit || static_shared.bytes + shared_bytes > kMaxSharedBytes) {
         record_error(cudaErrorInvalidValue);
         return;
     }
 
-    const Schedule schedule{launch_counter.fetch_add(1), config().fuzz, config().fuzz_seed};
+    const Schedule schedule{launch_counter.fetch_add(1), config().fuzz, config().fuzz_seed, &static_shared};
     if (async_mode()) [[unlikely]] {
         // Queued on the stream's worker thread, which then runs the blocks (with its own fiber pool and, on the
         // one-worker path, its own thread_local shared memory). One grid at a time process-wide: the sanitizer
@@ -711,12 +1048,14 @@ namespace {
 
 inline BlockRun& current_block(const char* what, const std::source_location& site) {
     Worker* w = this_worker;
-    if (!w || !w->run.kernel || !w->run.current) [[unlikely]] sync_point_misuse(what, site);
+    if (!w || !w->run.kernel || !w->run.current) [[unlikely]]
+        sync_point_misuse(what, site);
     return w->run;
 }
 }  // namespace
 
 void syncthreads(std::source_location site) {
+    [[maybe_unused]] TsanIgnoreScope bookkeeping;
     BlockRun& run = current_block("__syncthreads", site);
     CudaThread& self = *run.current;
     self.state = ThreadState::at_barrier;
@@ -726,6 +1065,7 @@ void syncthreads(std::source_location site) {
 }
 
 void warp_collective(unsigned mask, WarpCombine combine, const void* in, void* out, std::source_location site) {
+    [[maybe_unused]] TsanIgnoreScope bookkeeping;
     BlockRun& run = current_block("a warp collective", site);
     CudaThread& self = *run.current;
     if (!(mask >> (self.linear % 32) & 1u)) {
@@ -745,6 +1085,7 @@ void warp_collective(unsigned mask, WarpCombine combine, const void* in, void* o
 }
 
 void kernel_fault(const char* what) {
+    [[maybe_unused]] TsanIgnoreScope bookkeeping;
     if (!this_worker || !this_worker->run.kernel) fatal("%s", what);
     BlockRun& run = this_worker->run;
     const uint3 thread = run.current ? run.current->index : thread_index(run.plain_thread);
@@ -848,6 +1189,7 @@ int __all_sync(unsigned mask, int predicate, std::source_location site) {
 }
 
 unsigned __activemask() {
+    [[maybe_unused]] cpu_backend::TsanIgnoreScope bookkeeping;
     const auto* w = cpu_backend::this_worker;
     if (!w || !w->run.kernel || !w->run.current) return 0xffffffffu;
     const auto& run = w->run;
