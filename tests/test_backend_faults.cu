@@ -352,12 +352,15 @@ TEST_CASE("must fail: an exception escaping a kernel is reported alike on the fa
 }
 
 TEST_CASE("the emulated device memory is at most half the host's RAM by default", "[backend]") {
+    const size_t gib = size_t{1} << 30;
+    CHECK(cpu_backend::default_device_capacity(4 * gib) == 2 * gib);  // a small machine: half its RAM
+    CHECK(cpu_backend::default_device_capacity(15 * gib) == 15 * gib / 2);
+    CHECK(cpu_backend::default_device_capacity(64 * gib) == 8 * gib);  // a large one: 8 GiB
     if (std::getenv("CUDA_CPU_MEMORY")) return;  // set by hand: whatever was asked for
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     const size_t ram = size_t(sysconf(_SC_PHYS_PAGES)) * size_t(sysconf(_SC_PAGESIZE));
-    CHECK(total_bytes <= ram / 2);
-    CHECK(total_bytes <= (size_t{8} << 30));
+    CHECK(total_bytes == cpu_backend::default_device_capacity(ram));  // what this machine got
 }
 
 #if defined(__SANITIZE_ADDRESS__)

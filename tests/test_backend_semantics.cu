@@ -140,9 +140,10 @@ __global__ void block_sums(const float* in, int n, float* out) {
 }
 
 // The same name and signature as a kernel in test_backend_faults.cu, both in an anonymous namespace: two kernels of
-// one mangled name, each with 40 KiB of static shared memory of its own. The backend must count only this one's.
+// one mangled name, each with static shared memory of its own (36 KiB here, 40 KiB there). The backend must count and
+// fill only this one's.
 __global__ void static_and_dynamic_shared(float* out) {
-    __shared__ float tile[10 * 1024];
+    __shared__ float tile[9 * 1024];
     float* extra = dynamic_shared<float>();
     tile[threadIdx.x] = float(threadIdx.x);
     extra[threadIdx.x] = 0.5f;
@@ -206,14 +207,16 @@ TEST_CASE("more than 48 KiB of dynamic shared memory needs cudaFuncSetAttribute"
     REQUIRE(out.download() == std::vector<float>(threads, 1.0f));
 }
 
-TEST_CASE("static shared memory is counted per kernel, not per name (40 KiB static + 8 KiB dynamic fit)",
+TEST_CASE("static shared memory is counted per kernel, not per name (36 KiB static + 12 KiB dynamic fit)",
           "[backend][launch]") {
     REQUIRE_DEVICE();
     const int threads = 32;
     DeviceBuffer<float> out(threads);
-    REQUIRE(try_launch(static_and_dynamic_shared, 1, threads, 8 * 1024, 0, out.get()) == cudaSuccess);
+    REQUIRE(try_launch(static_and_dynamic_shared, 1, threads, 12 * 1024, 0, out.get()) == cudaSuccess);
     const std::vector<float> got = out.download();
     for (int t = 0; t < threads; ++t) REQUIRE(got[t] == float((t + 1) % threads) + 0.5f);
+    // One float more is over the default 48 KiB that static and dynamic shared memory share.
+    REQUIRE(try_launch(static_and_dynamic_shared, 1, threads, 12 * 1024 + 4, 0, out.get()) != cudaSuccess);
 }
 
 TEST_CASE("launch configurations a GPU rejects are rejected", "[backend][launch]") {

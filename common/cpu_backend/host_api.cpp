@@ -43,6 +43,17 @@ size_t parse_capacity(const char* text) {
     return static_cast<size_t>(bytes);
 }
 
+}  // namespace
+
+// By default 8 GiB, but no more than half the host's RAM: "device" memory is host memory here, and running out of it
+// should be cudaErrorMemoryAllocation, not the host swapping or the OOM killer. (A container's memory limit is not
+// looked at: set CUDA_CPU_MEMORY there.)
+size_t default_device_capacity(size_t host_ram_bytes) {
+    return std::min(size_t{8} << 30, host_ram_bytes / 2);
+}
+
+namespace {
+
 struct Memory {
     std::mutex mutex;
     size_t capacity = 8ull << 30;
@@ -50,10 +61,8 @@ struct Memory {
     std::map<const char*, size_t> device;  // start → bytes, ordered so an address can be found inside a buffer
     std::map<const char*, size_t> pinned;  // cudaHostAlloc'd: start → bytes
     Memory() {
-        // By default 8 GiB, but no more than half the host's RAM: "device" memory is host memory here, and running
-        // out of it should be cudaErrorMemoryAllocation, not the host swapping or the OOM killer.
         const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-        if (pages > 0 && page > 0) capacity = std::min(capacity, size_t(pages) * size_t(page) / 2);
+        if (pages > 0 && page > 0) capacity = default_device_capacity(size_t(pages) * size_t(page));
         if (const char* c = std::getenv("CUDA_CPU_MEMORY")) capacity = parse_capacity(c);
     }
 };

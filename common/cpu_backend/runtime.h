@@ -155,7 +155,7 @@ void check_kernel_pointer(const void* pointer, unsigned argument, const KernelIn
 
 template <typename T>
 void check_kernel_argument(const T& value, unsigned argument, const KernelInvocation& kernel) {
-    if constexpr (std::is_pointer_v<T> && std::is_object_v<std::remove_pointer_t<T>>)
+    if constexpr (std::is_pointer_v<T> && !std::is_function_v<std::remove_pointer_t<T>>)
         check_kernel_pointer((const void*)value, argument, kernel);  // C-style: drops const and volatile
 }
 
@@ -189,6 +189,9 @@ bool async_streams();
 // In asynchronous mode, sleep a seeded random 0–2 ms before each stream item (CUDA_CPU_FUZZ=<seed> turns it on
 // together with schedule fuzzing); the same seed gives each stream the same delays.
 void set_stream_fuzzing(bool enabled, uint64_t seed = 0);
+
+// The emulated device memory when CUDA_CPU_MEMORY is not set, for a host with this much RAM.
+size_t default_device_capacity(size_t host_ram_bytes);
 
 }  // namespace cpu_backend
 

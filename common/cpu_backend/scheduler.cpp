@@ -393,6 +393,8 @@ void on_segv(int signal, siginfo_t* info, void* context) {
 
 // Checked at every launch, not once: a program (or a test's child process) may have reset SIGSEGV since.
 void install_stack_overflow_handler() {
+    static std::mutex installing;  // two threads' first launches must not both install (the second would chain to us)
+    std::lock_guard lock(installing);
     struct sigaction current {};
     if (sigaction(SIGSEGV, nullptr, &current) != 0 || current.sa_sigaction == on_segv) return;
     struct sigaction action {};
@@ -884,7 +886,8 @@ namespace {
 // races with this block's. The variable starts a page (runtime.h); bytes from `keep_from` to the end of its last
 // page (what shares that page, or the whole variable) keep their values.
 void reset_tsan_view(unsigned char* start, size_t bytes, size_t keep_from) {
-    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    if (page != 4096) fatal("the race build needs 4 KiB pages (runtime.h aligns __shared__ to them), not %zu", page);
     const size_t mapped = (bytes + page - 1) / page * page;
     std::vector<unsigned char> kept(start + keep_from, start + mapped);
     if (mmap(start, mapped, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED)

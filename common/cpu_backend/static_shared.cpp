@@ -104,13 +104,18 @@ StaticShared find_static_shared(const void* kernel_address) {
     const uint64_t link_address = reinterpret_cast<uintptr_t>(kernel_address) - table.load_bias;
     std::string_view kernel_name;
     size_t kernel_symbol = 0;
-    for (size_t i = 0; i < table.count && kernel_name.empty(); ++i) {
+    // Prefer the plain name to an alias at the same address (name.localalias, name.lto_priv.0, ...).
+    for (size_t i = 0; i < table.count; ++i) {
         const Elf64_Sym& s = table.symbols[i];
-        if (ELF64_ST_TYPE(s.st_info) == STT_FUNC && s.st_value == link_address && s.st_name != 0) {
-            kernel_name = table.names + s.st_name;
+        if (ELF64_ST_TYPE(s.st_info) != STT_FUNC || s.st_value != link_address || s.st_name == 0) continue;
+        const std::string_view name = table.names + s.st_name;
+        if (kernel_name.empty() || (kernel_name.find('.') != std::string_view::npos &&
+                                    name.find('.') == std::string_view::npos)) {
+            kernel_name = name;
             kernel_symbol = i;
         }
     }
+    kernel_name = kernel_name.substr(0, kernel_name.find('.'));
     if (kernel_name.empty()) return found;
     // A kernel of internal linkage (in an anonymous namespace, or any kernel of the sanitizer build) has the same
     // mangled name in every file that defines it, each copy with its own statics: only those listed with it count,
