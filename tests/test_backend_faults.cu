@@ -356,6 +356,7 @@ TEST_CASE("the emulated device memory is at most half the host's RAM by default"
     CHECK(cpu_backend::default_device_capacity(4 * gib) == 2 * gib);  // a small machine: half its RAM
     CHECK(cpu_backend::default_device_capacity(15 * gib) == 15 * gib / 2);
     CHECK(cpu_backend::default_device_capacity(64 * gib) == 8 * gib);  // a large one: 8 GiB
+
     if (std::getenv("CUDA_CPU_MEMORY")) return;  // set by hand: whatever was asked for
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));

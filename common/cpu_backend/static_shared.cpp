@@ -109,8 +109,8 @@ StaticShared find_static_shared(const void* kernel_address) {
         const Elf64_Sym& s = table.symbols[i];
         if (ELF64_ST_TYPE(s.st_info) != STT_FUNC || s.st_value != link_address || s.st_name == 0) continue;
         const std::string_view name = table.names + s.st_name;
-        if (kernel_name.empty() || (kernel_name.find('.') != std::string_view::npos &&
-                                    name.find('.') == std::string_view::npos)) {
+        if (kernel_name.empty() ||
+            (kernel_name.find('.') != std::string_view::npos && name.find('.') == std::string_view::npos)) {
             kernel_name = name;
             kernel_symbol = i;
         }
