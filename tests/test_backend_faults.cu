@@ -7,7 +7,9 @@
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
+#include <initializer_list>
 #include <stdexcept>
+#include <string>
 
 #include "common/tensor_core.h"
 #include "tests/test_support.h"
@@ -132,14 +134,17 @@ float* fault_buffer() {
     return p;
 }
 
-void expect_kernel_fault(void (*body)(), const std::string& message_part, const std::string& line_part) {
+// The backend must stop the child with abort() and a message holding every one of `parts`.
+void expect_abort(void (*body)(), std::initializer_list<std::string> parts) {
     const test_support::ChildResult child = test_support::run_in_child(body);
     INFO("child output:\n" << child.output);
     REQUIRE_FALSE(child.exited_normally);
     REQUIRE(child.signal == SIGABRT);
-    REQUIRE(child.output.find("CPU backend: kernel fault") != std::string::npos);
-    REQUIRE(child.output.find(message_part) != std::string::npos);
-    REQUIRE(child.output.find(line_part) != std::string::npos);
+    for (const std::string& part : parts) REQUIRE(child.output.find(part) != std::string::npos);
+}
+
+void expect_kernel_fault(void (*body)(), const std::string& message_part, const std::string& line_part) {
+    expect_abort(body, {"CPU backend: kernel fault", message_part, line_part});
 }
 #endif
 
@@ -250,12 +255,8 @@ TEST_CASE("must fail: a block reading static shared memory it never wrote gets N
 }
 
 TEST_CASE("must fail: static shared memory counts in the launch limits", "[backend][must-fail]") {
-    const test_support::ChildResult child =
-        test_support::run_in_child([] { launch(too_much_static_shared, 1, 32, 0, 0, fault_buffer()); });
-    INFO("child output:\n" << child.output);
-    REQUIRE(child.signal == SIGABRT);
-    REQUIRE(child.output.find("65536 bytes of static __shared__ memory") != std::string::npos);
-    REQUIRE(child.output.find("test_backend_faults.cu") != std::string::npos);  // the launch site
+    expect_abort([] { launch(too_much_static_shared, 1, 32, 0, 0, fault_buffer()); },
+                 {"65536 bytes of static __shared__ memory", "test_backend_faults.cu"});  // and the launch site
     // 40 KiB static leaves 8 KiB of the default 48 KiB for dynamic shared memory.
     DeviceBuffer<float> out(32);
     CHECK(try_launch(static_and_dynamic_shared, 1, 32, 8 * 1024, 0, out.get()) == cudaSuccess);
@@ -275,15 +276,9 @@ __global__ void huge_local_array(float* out) {
 }  // namespace
 
 TEST_CASE("must fail: a stack overflow in a kernel names the kernel, block and thread", "[backend][must-fail]") {
-    const test_support::ChildResult child =
-        test_support::run_in_child([] { launch(huge_local_array, 1, 32, 0, 0, fault_buffer()); });
-    INFO("child output:\n" << child.output);
-    REQUIRE(child.signal == SIGABRT);
-    REQUIRE(child.output.find("overflowed its stack") != std::string::npos);
-    REQUIRE(child.output.find("CUDA_CPU_STACK_KB") != std::string::npos);
-    REQUIRE(child.output.find("kernel fault in block (0,0,0)") != std::string::npos);
-    REQUIRE(child.output.find(") overflowed its stack") != std::string::npos);  // "thread (x,y,z) overflowed ..."
-    REQUIRE(child.output.find("test_backend_faults.cu") != std::string::npos);  // the launch site
+    expect_abort([] { launch(huge_local_array, 1, 32, 0, 0, fault_buffer()); },
+                 {"kernel fault in block (0,0,0)", ") overflowed its stack",  // "thread (x,y,z) overflowed ..."
+                  "CUDA_CPU_STACK_KB", "test_backend_faults.cu"});            // and the launch site
 }
 
 // --- a pageable host pointer passed to a kernel stops the program, as it would fail on a GPU ------------------------
@@ -295,14 +290,12 @@ __global__ void add_one(float* data, int n) {
 }  // namespace
 
 TEST_CASE("must fail: a kernel given a pageable host pointer stops at the launch", "[backend][must-fail]") {
-    const test_support::ChildResult child = test_support::run_in_child([] {
-        std::vector<float> host(64, 1.0f);
-        launch(add_one, 1, 64, 0, 0, host.data(), 64);  // the bug: host memory where device memory belongs
-    });
-    INFO("child output:\n" << child.output);
-    REQUIRE(child.signal == SIGABRT);
-    REQUIRE(child.output.find("argument 0 of the kernel launched at") != std::string::npos);
-    REQUIRE(child.output.find("pageable host pointer") != std::string::npos);
+    expect_abort(
+        [] {
+            std::vector<float> host(64, 1.0f);
+            launch(add_one, 1, 64, 0, 0, host.data(), 64);  // the bug: host memory where device memory belongs
+        },
+        {"argument 0 of the kernel launched at", "pageable host pointer"});
     // Pinned host memory is reachable from a GPU (mapped), and one past the end of a device buffer is a valid pointer.
     float* pinned = nullptr;
     CUDA_CHECK(cudaMallocHost(&pinned, 64 * sizeof(float)));

@@ -891,8 +891,8 @@ void reset_tsan_view(unsigned char* start, size_t bytes, size_t keep_from) {
     const size_t mapped = (bytes + page - 1) / page * page;
     std::vector<unsigned char> kept(start + keep_from, start + mapped);
     if (mmap(start, mapped, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED)
-        fatal("cannot remap static shared memory for the race build");
-    std::memcpy(start + keep_from, kept.data(), kept.size());
+        fatal("cannot remap shared memory for the race build");
+    if (!kept.empty()) std::memcpy(start + keep_from, kept.data(), kept.size());
 }
 #endif
 
@@ -922,10 +922,8 @@ void run_grid_now(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t 
         ASAN_POISON_MEMORY_REGION(w.dynamic_shared.get() + shared_bytes, kMaxSharedBytes - shared_bytes);
 #endif
 #if defined(CPU_BACKEND_TSAN)
-        // Fresh pages for each block, so that TSan forgets the previous block's accesses (see fill_static_shared).
-        if (mmap(w.dynamic_shared.get(), Worker::kDynamicSharedMapped, PROT_READ | PROT_WRITE,
-                 MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED)
-            fatal("cannot remap dynamic shared memory for the race build");
+        // Fresh pages for each block, so that TSan forgets the previous block's accesses; nothing to keep.
+        reset_tsan_view(w.dynamic_shared.get(), Worker::kDynamicSharedMapped, Worker::kDynamicSharedMapped);
 #endif
         std::memset(w.dynamic_shared.get(), 0xFF, shared_bytes);
         for (const StaticSharedVariable& v : schedule.static_shared->variables) fill_static_shared(v);
