@@ -18,11 +18,12 @@ void check_grad_scaler_options(const GradScalerOptions& o, const char* who) {
 GradScalerReference::GradScalerReference(const GradScalerOptions& options) : options_(options), state_{} {
     check_grad_scaler_options(options, "GradScalerReference");
     state_.scale = options.init_scale;
+    state_.inv_scale = inverse_of_scale(options.init_scale);
     state_.step_skipped = 1;  // no verdict yet: an optimizer launched before the first update does nothing
 }
 
 float GradScalerReference::inv_scale() const {
-    return static_cast<float>(1.0 / static_cast<double>(state_.scale));
+    return state_.inv_scale;
 }
 
 void GradScalerReference::unscale_and_check(float* g, size_t n) {
@@ -63,6 +64,7 @@ void GradScalerReference::update(float beta1, float beta2) {
         }
         s.change_count += 1;
     }
+    s.inv_scale = inverse_of_scale(s.scale);
     s.step_skipped = found_inf ? 1 : 0;
     s.found_inf = 0;
     s.iteration += 1;

@@ -2,7 +2,7 @@
 // device kernels of kernels/loss_scaling.cuh keep, and the same machine on the host (GradScalerReference) that the
 // tests compare them with and that reads as the explanation. Plain host C++: a .cpp may include it.
 //
-// defines: GradScalerOptions, ScaleChange, kGradScalerLogSize, GradScalerState, check_grad_scaler_options,
+// defines: GradScalerOptions, ScaleChange, kGradScalerLogSize, inverse_of_scale, GradScalerState, check_grad_scaler_options,
 //          GradScalerReference.
 //
 // Why: fp16 holds magnitudes from 2^-24 to 65504. Gradients of a trained network are mostly far below 1, and many
@@ -22,7 +22,8 @@
 //   otherwise:  growth_tracker += 1; if it reaches growth_interval: scale *= growth_factor (unless that would be
 //               inf: then the scale stays), growth_tracker = 0. optimizer_steps += 1 and
 //               bias_correction{1,2} = float(1 − β{1,2}^optimizer_steps), computed in double as adamw_step does.
-//   always:     step_skipped = found_inf; found_inf = 0; iteration += 1; a changed scale is logged.
+//   always:     inv_scale = float(1 / double(scale)); step_skipped = found_inf; found_inf = 0; iteration += 1;
+//               a changed scale is logged.
 // No step sees a stale flag: found_inf is raised only by unscale_and_check (any number of launches in one step, so
 // a model with more tensors than one launch takes works too) and cleared only by update_grad_scaler, the kernel
 // that consumes it, before the next step's backward. The optimizer reads step_skipped, which every update rewrites.
@@ -49,10 +50,18 @@ struct ScaleChange {
 // settles changes a few times early and rarely after); change_count keeps counting past it.
 inline constexpr int kGradScalerLogSize = 64;
 
+// float(1 / double(scale)), PyTorch's inv_scale (the same float as 1.0f / scale: double has more than 2·24 + 2 bits,
+// so rounding twice is harmless). constexpr, so device code may call it too (nvcc --expt-relaxed-constexpr).
+constexpr float inverse_of_scale(float scale) {
+    return static_cast<float>(1.0 / static_cast<double>(scale));
+}
+
 // Device-resident (the lesson allocates one and copies it back once per epoch); every field is 4 bytes, so the
 // struct has no padding and two states compare with memcmp.
 struct GradScalerState {
     float scale;             // what the loss gradient is multiplied by
+    float inv_scale;         // float(1 / double(scale)), what unscale_and_check multiplies by: computed once per
+                             // change of the scale by one thread, not by every thread of every unscale launch
     int growth_tracker;      // clean steps in a row since the last change or overflow
     int found_inf;           // raised by unscale_and_check in this step, cleared by update_grad_scaler
     int step_skipped;        // update_grad_scaler's verdict on the last step (1 before the first update)
@@ -75,7 +84,7 @@ class GradScalerReference {
   public:
     explicit GradScalerReference(const GradScalerOptions& options = {});
 
-    // float(1.0 / double(scale)): what unscale_and_check multiplies by.
+    // float(1.0 / double(scale)): what unscale_and_check multiplies by (state().inv_scale).
     float inv_scale() const;
     // g[i] *= inv_scale() for i < n; raises found_inf if any g[i] was inf or NaN.
     void unscale_and_check(float* g, size_t n);

@@ -66,9 +66,9 @@ __global__ void unscale_and_check_kernel(UnscaleTensorList list, GradScalerState
     float* g = list.data[t];
     const size_t n = list.count[t];
     const size_t i = (static_cast<size_t>(blockIdx.x - list.first_block[t]) * blockDim.x + threadIdx.x) * 4;
-    // Every thread reads the same 4 bytes (one broadcast) and does one double division: PyTorch's inv_scale (the
-    // same float as 1.0f / scale for every scale: double has more than 2·24 + 2 bits, so rounding twice is harmless).
-    const float inv_scale = static_cast<float>(1.0 / static_cast<double>(state->scale));
+    // Every thread reads the same 4 bytes (one broadcast): the inverse was computed once, by the one-thread update
+    // kernel, so no thread here divides (a double division per thread would run at 1/64 rate on consumer GPUs).
+    const float inv_scale = state->inv_scale;
     bool bad = false;
     if (i + 3 < n && reinterpret_cast<uintptr_t>(g) % 16 == 0) {
         float4 v = *reinterpret_cast<float4*>(g + i);  // consecutive threads, consecutive 16 bytes: coalesced
@@ -90,6 +90,7 @@ __global__ void unscale_and_check_kernel(UnscaleTensorList list, GradScalerState
 __global__ void init_grad_scaler_kernel(GradScalerState* state, GradScalerOptions options) {
     GradScalerState& s = *state;
     s.scale = options.init_scale;
+    s.inv_scale = inverse_of_scale(options.init_scale);
     s.growth_tracker = 0;
     s.found_inf = 0;
     s.step_skipped = 1;  // no verdict yet: an optimizer launched before the first update does nothing
@@ -131,8 +132,9 @@ __global__ void update_grad_scaler_kernel(GradScalerState* state, GradScalerOpti
         }
         s.change_count += 1;
     }
-    s.step_skipped = found_inf ? 1 : 0;  // what adamw_step_mixed reads
-    s.found_inf = 0;                     // consumed: the next step's unscale launches start from a clean flag
+    s.inv_scale = inverse_of_scale(s.scale);  // once here, for every thread of the next step's unscale launches
+    s.step_skipped = found_inf ? 1 : 0;       // what adamw_step_mixed reads
+    s.found_inf = 0;                          // consumed: the next step's unscale launches start from a clean flag
     s.iteration += 1;
 }
 }  // namespace

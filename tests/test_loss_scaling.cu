@@ -61,6 +61,7 @@ GradScalerState download_state(const DeviceBuffer<GradScalerState>& d_state) {
 // Every field, so a failure names the one that differs; then all bytes (the log included).
 void require_same_state(const GradScalerState& got, const GradScalerState& want) {
     CHECK(bits(got.scale) == bits(want.scale));
+    CHECK(bits(got.inv_scale) == bits(want.inv_scale));
     CHECK(got.growth_tracker == want.growth_tracker);
     CHECK(got.found_inf == want.found_inf);
     CHECK(got.step_skipped == want.step_skipped);
