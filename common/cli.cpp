@@ -321,6 +321,12 @@ std::string Cli::usage() const {
     return text;
 }
 
+void Cli::mark_unused(const std::string& flag, const std::string& why) {
+    CLI::Option* option = app_->get_option(flag);  // throws for a flag the Cli does not have: a programming error
+    option->description("not used here: " + why);
+    unused_[flag] = why;
+}
+
 bool Cli::given(const std::string& flag) const {
     const CLI::Option* option = app_->get_option_no_throw(flag);
     return option != nullptr && option->count() > 0;

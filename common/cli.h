@@ -18,6 +18,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -90,6 +91,11 @@ class Cli {
     void add_choice(const std::string& flag, std::string* target, const std::vector<std::string>& choices,
                     const std::string& help);
 
+    // A shared flag this program accepts (so that one ARGS line serves every lesson) but does not use, `why` saying
+    // what it uses instead (lesson 07: --samples, not --epochs). --help says so; unused() lists them.
+    void mark_unused(const std::string& flag, const std::string& why);
+    const std::map<std::string, std::string>& unused() const { return unused_; }
+
     // Parses argv[1..]. Never prints, never exits (so tests can check every path).
     CliResult parse(int argc, const char* const* argv);
     // parse(), then: help → usage on stdout, exit 0; error → "<program>: <message>" + a hint on stderr, exit 2.
@@ -103,6 +109,7 @@ class Cli {
     std::string program_;
     TrainOptions& options_;
     std::unique_ptr<CLI::App> app_;
+    std::map<std::string, std::string> unused_;  // flag -> why
 };
 
 // "" when `path` can be written the way RunReport::write_json does it (as path + ".tmp", then renamed), else

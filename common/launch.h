@@ -34,6 +34,14 @@ inline void cuda_check(cudaError_t status, const char* what, const char* file, i
     if (status == cudaSuccess) return;
     std::fprintf(stderr, "CUDA error %s (%s) at %s:%d: %s\n", cudaGetErrorName(status), cudaGetErrorString(status),
                  file, line, what);
+#if !defined(CUDA_TEACH_CPU)
+    if (status == cudaErrorNoDevice || status == cudaErrorInsufficientDriver) {  // (no driver at all reads as the 2nd)
+        std::fprintf(
+            stderr,
+            "  No usable CUDA GPU here: this is the cuda build. The cpu build runs the same program on the CPU "
+            "backend, no GPU needed: the executable of the same name under build/cpu/ (`make cpu`).\n");
+    }
+#endif
     std::exit(EXIT_FAILURE);
 }
 

@@ -105,9 +105,9 @@ std::string format_config(const TrainOptions& o) {
     }
     if (o.weight_decay > 0) optimizer += ", weight decay " + printf_string("%g", o.weight_decay);
     optimizer += ")";
-    std::string text = layers + ", batch " + std::to_string(o.batch) + ", " + optimizer + ", " +
-                       std::to_string(o.epochs) + (o.epochs == 1 ? " epoch" : " epochs") + ", seed " +
-                       std::to_string(o.seed);
+    std::string text = layers + ", batch " + std::to_string(o.batch) + ", " + optimizer + ", ";
+    if (o.epochs > 0) text += std::to_string(o.epochs) + (o.epochs == 1 ? " epoch, " : " epochs, ");  // 0: not used
+    text += "seed " + std::to_string(o.seed);
     if (o.limit > 0) text += ", first " + std::to_string(o.limit) + " training images only";
     if (o.test_limit > 0) text += ", first " + std::to_string(o.test_limit) + " test images only";
     return text;
@@ -136,7 +136,7 @@ std::string timing_table(const EpochTiming& timing, const std::string& title) {
     } else {
         notes += "  phases may overlap (e.g. a copy on another stream), so their sum can exceed wall\n";
     }
-    notes += "  host = the CPU's own work in the loop (gathering a batch, normalizing on the host)";
+    notes += "  host = the CPU's own work inside the training loop (e.g. gathering the next batch)";
     // The clock's description says whether there were CUDA events at all (the reference trainer has none).
     if (timing.clock.find("CUDA events") != std::string::npos) notes += "; GPU phases are timed with CUDA events";
     notes += "\n";

@@ -110,9 +110,10 @@ std::string CheckpointPlan::describe() const {
         return "keeps every layer's output and its gradient (lesson 05's buffers), recomputes nothing";
     }
     std::string kept, spans;
-    for (size_t i = 0; i < kept_inputs.size(); ++i) kept += (i > 0 ? ", " : "") + std::to_string(kept_inputs[i] + 1);
+    // Layers counted from 0, as in the code (net.layers[l]) and the README.
+    for (size_t i = 0; i < kept_inputs.size(); ++i) kept += (i > 0 ? ", " : "") + std::to_string(kept_inputs[i]);
     for (size_t s = 0; s < segments.size(); ++s) {
-        const int first = segments[s].first + 1, last = segments[s].end;  // 1-based, inclusive
+        const int first = segments[s].first, last = segments[s].end - 1;  // inclusive
         char span[32];
         std::snprintf(span, sizeof span, last > first ? "%s%d-%d" : "%s%d", s > 0 ? ", " : "", first, last);
         spans += span;
@@ -120,7 +121,7 @@ std::string CheckpointPlan::describe() const {
     char tail[160];
     std::snprintf(tail, sizeof tail, "; a segment buffer of %zu slot%s; recomputes %+.1f%% of a forward pass per step",
                   slot_widths.size(), slot_widths.size() == 1 ? "" : "s", 100.0 * extra_forward_fraction());
-    return "keeps the inputs of layers " + kept + " of " + std::to_string(L) + "; segments " + spans + tail;
+    return "keeps the inputs of layers " + kept + " (layers 0-" + std::to_string(L - 1) + "); segments " + spans + tail;
 }
 
 MemoryPrediction predict_checkpointed_memory(const ModelShape& shape, const CheckpointPolicy& policy) {

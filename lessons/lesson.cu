@@ -50,6 +50,11 @@ Lesson::Lesson(int argc, char** argv, const char* program, const char* idea, con
     cli.add_flag("--full", &full, "CPU backend: all of MNIST instead of the quick subset (a GPU always uses all)");
     if (add_flags) add_flags(cli);
     cli.parse_or_exit(argc, argv);
+    std::string unused_notes;  // for the banner: flags given that this lesson does not use
+    for (const auto& [flag, why] : cli.unused()) {
+        if (flag == "--epochs") options.epochs = 0;  // the lesson counts its work otherwise: no "5 epochs" shown
+        if (cli.given(flag)) unused_notes += "note:   " + flag + " is not used by this lesson: " + why + "\n";
+    }
     if (options.optimizer == OptimizerKind::sgd) {  // the defaults above are AdamW's; sgd's are TrainOptions'
         const TrainOptions plain;
         if (!cli.given("--lr")) options.lr = plain.lr;
@@ -77,7 +82,7 @@ Lesson::Lesson(int argc, char** argv, const char* program, const char* idea, con
             "        CPU backend: a subset, so that the lesson takes a minute or two; --full trains on all of MNIST\n"
             "        (about 1 s per step of 128 images on 2 cores: some 45 minutes for 5 epochs)\n";
     }
-    banner += "model:  " + format_config(options) + "\n\n";
+    banner += "model:  " + format_config(options) + "\n" + unused_notes + "\n";
     print_flushed(banner);
 
     report_.set_device(device_summary());
@@ -376,19 +381,34 @@ void backward_fast(Mlp& net, int rows, GemmVersion gemm_version, float* workspac
     }
 }
 
+StepGemmFlops training_step_gemm_flops(const std::vector<int>& layer_sizes, int rows) {
+    StepGemmFlops flops;
+    for (size_t l = 0; l + 1 < layer_sizes.size(); ++l) {
+        const double gemm = 2.0 * rows * layer_sizes[l] * layer_sizes[l + 1];
+        flops.forward += gemm;                       // Y = X·W
+        flops.backward += l == 0 ? gemm : 2 * gemm;  // dW = Xᵀ·dY; dX = dY·Wᵀ except for the first layer
+    }
+    return flops;
+}
+
 // One training step's forward and backward with every step of the GEMM staircase, timed with CUDA events (no
 // optimizer step: the weights stay as trained). At batch 128 a layer's GEMM is a fraction of a GFLOP, which a GPU
 // finishes in microseconds — about what a kernel launch costs — so there the last steps are launch-bound; with
 // --batch 1024 or more they are compute-bound and the staircase shows its full height.
 void print_gemm_staircase(Lesson& lesson, Mlp& net, float* workspace, size_t workspace_floats, cudaStream_t stream) {
     const int rows = lesson.options.batch, repeats = lesson.on_cpu_backend() ? 1 : 20;
-    double flops = 0;  // forward: 2·rows·in·out per layer; backward: twice that (dW and dX)
-    for (const Mlp::Layer& layer : net.layers) flops += 2.0 * rows * layer.in * layer.out;
+    std::vector<int> layer_sizes{net.layers.front().in};
+    for (const Mlp::Layer& layer : net.layers) layer_sizes.push_back(layer.out);
+    const StepGemmFlops flops = training_step_gemm_flops(layer_sizes, rows);
     TextTable table({"GEMM step", "forward ms", "backward ms", "GFLOP/s", "speed-up vs v1"}, "lrrrr");
     PhaseTimer timer;
     double v1_ms = 0;
     for (int v = 1; v <= kGemmVersionCount; ++v) {
         const GemmVersion version = gemm_version_from_int(v);
+        if (!lesson.on_cpu_backend()) {  // untimed warm-up: with lazy module loading (CUDA 12.2 on), a kernel's
+            forward_fast(net, rows, version, stream);  // first launch also loads it, which would skew the first
+            backward_fast(net, rows, version, workspace, workspace_floats, stream);  // repeat by 10-20 % at batch 128
+        }  // (the CPU backend loads nothing, and one emulated step costs seconds: no warm-up there)
         timer.begin_epoch(v);
         for (int repeat = 0; repeat < repeats; ++repeat) {
             {
@@ -407,7 +427,8 @@ void print_gemm_staircase(Lesson& lesson, Mlp& net, float* workspace, size_t wor
         char cells[4][32];
         std::snprintf(cells[0], sizeof cells[0], "%.3f", forward_ms);
         std::snprintf(cells[1], sizeof cells[1], "%.3f", backward_ms);
-        std::snprintf(cells[2], sizeof cells[2], "%.1f", 3.0 * flops / ((forward_ms + backward_ms) * 1e6));
+        std::snprintf(cells[2], sizeof cells[2], "%.1f",
+                      (flops.forward + flops.backward) / ((forward_ms + backward_ms) * 1e6));
         std::snprintf(cells[3], sizeof cells[3], "%.2f×", v1_ms / (forward_ms + backward_ms));
         char step[64], forward_key[32], backward_key[32];
         std::snprintf(step, sizeof step, "v%d %s", v, gemm_version_name(version));
@@ -417,7 +438,10 @@ void print_gemm_staircase(Lesson& lesson, Mlp& net, float* workspace, size_t wor
         lesson.add_result(forward_key, forward_ms);
         lesson.add_result(backward_key, backward_ms);
     }
-    std::printf("\none training step of %d images with each GEMM step (%s, mean of %d):\n%s", rows,
-                lesson.on_cpu_backend() ? "CPU timings" : "CUDA events", repeats, table.render().c_str());
+    const std::string how = lesson.on_cpu_backend()
+                                ? "CPU timings, one run"
+                                : "CUDA events, the mean of " + std::to_string(repeats) + " runs after a warm-up";
+    std::printf("\none training step of %d images with each GEMM step (%s):\n%s", rows, how.c_str(),
+                table.render().c_str());
     std::fflush(stdout);
 }

@@ -105,6 +105,9 @@ class Lesson {
     // not model()'s; otherwise finish() reads model()'s.
     void set_final_parameters(std::vector<std::vector<float>> tensors) { final_parameters_ = std::move(tensors); }
 
+    // The test accuracy finish() reports, for a lesson that evaluates outside finish_epoch (lesson 07's sweep).
+    void set_final_test_accuracy(double accuracy) { last_test_accuracy_ = accuracy; }
+
     // Anything else the lesson wants in the JSON report's "results" (and nowhere else).
     void add_result(const std::string& key, RunReport::Scalar value) { report_.add_result(key, std::move(value)); }
     void add_config(const std::string& key, RunReport::Scalar value) { report_.add_config(key, std::move(value)); }
@@ -160,6 +163,15 @@ void forward_fast(Mlp& net, int rows, GemmVersion gemm_version, cudaStream_t str
 // (bias_grad_two_pass) in `workspace` (bias_grad_workspace_floats(batch, widest layer) floats).
 void backward_fast(Mlp& net, int rows, GemmVersion gemm_version, float* workspace, size_t workspace_floats,
                    cudaStream_t stream);
+
+// The GEMM floating-point operations of one training step as forward_fast and backward_fast run it, 2·rows·in·out per
+// GEMM: the forward Y = X·W and the backward dW = Xᵀ·dY in every layer, and dX = dY·Wᵀ in every layer but the first
+// (the images need no gradient, so backward_fast skips it). layer_sizes: 784, hidden..., 10.
+struct StepGemmFlops {
+    double forward = 0;
+    double backward = 0;
+};
+StepGemmFlops training_step_gemm_flops(const std::vector<int>& layer_sizes, int rows);
 
 // Times one training step's forward and backward with every step of the GEMM staircase and prints a table (lesson
 // 04); the weights do not change. Also records each step's times in the JSON results.

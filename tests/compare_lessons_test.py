@@ -108,6 +108,18 @@ class CompareLessonsTest(unittest.TestCase):
         self.assertNotIn("layers", note[0])
         self.assertNotIn("batch 128", result.stdout)  # not claimed as shared
 
+    def test_lesson07_without_epochs_shows_its_accuracy(self):
+        # Lesson 07 trains by --samples, not epochs: no epoch rows, but the --batch run's accuracy in its results.
+        lesson07 = copy.deepcopy(LESSON01)
+        lesson07["program"] = "lesson07_batch_size"
+        lesson07["epochs"] = []
+        lesson07["config"]["epochs"] = 0
+        lesson07["results"] = {"final_test_accuracy": 0.756, "batch_sweep": [{"batch": 128, "test_accuracy": 0.756}]}
+        result = self.run_script(self.write("a.json", LESSON01), self.write("g.json", lesson07))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        row = self.rows(result.stdout)["lesson07_batch_size"]
+        self.assertTrue(row.split()[-1] == "75.60%", row)
+
     def test_gpu_device(self):
         gpu = copy.deepcopy(LESSON01)
         gpu["backend"], gpu["device"] = "cuda", "NVIDIA H200 (sm_90, 132 SMs)"

@@ -355,7 +355,9 @@ TEST_CASE("checkpointing: the policies, and the plan of the default 16 hidden la
     CHECK(mixed_widths.gradient_widths[0] == 61);  // dY of layers 5, 3, 1: max(10, 61, 33)
     CHECK(mixed_widths.gradient_widths[1] == 64);  // layers 4, 2, 0: max(20, 48, 64)
     CHECK(mixed_widths.elements_per_row() == 784 + 33 + 61 + 10 + 64 + 61 + 64);
-    CHECK(sqrt.describe().find("keeps the inputs of layers 1, 6, 11, 16 of 17") != std::string::npos);
+    CHECK(sqrt.describe().find(
+              "keeps the inputs of layers 0, 5, 10, 15 (layers 0-16); segments 0-4, 5-9, 10-14, 15-16") !=
+          std::string::npos);
 }
 
 TEST_CASE("checkpointing: fp32 gradients are bitwise lesson 04's under every policy", "[checkpointing]") {

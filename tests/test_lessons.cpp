@@ -5,6 +5,7 @@
 //
 // The data: real MNIST when MNIST_DIR is set (CI), else a generated learnable stand-in written as IDX files.
 #include "tests/test_support.h"  // first: Catch2 pulls in <memory> before the backend's macros
+#include "lessons/lesson.h"      // training_step_gemm_flops
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -315,6 +316,12 @@ TEST_CASE("lessons: 07 sweeps the batch, proves the largest batch fits, and refu
     }
     CHECK(points[0]["steps"] == 16);  // 256 samples in batches of 16
     CHECK(points[2]["steps"] == 2);
+    // The reported accuracy is the --batch run's (128 by default, the sweep's last point here), never a left-over 0.
+    const double final_accuracy = sweep.report["results"]["final_test_accuracy"];
+    CHECK(final_accuracy == points[2]["test_accuracy"].get<double>());
+    CHECK(final_accuracy > 0.0);
+    // It trains by --samples: the banner shows no epoch count (the shared --epochs is accepted and not used).
+    CHECK(sweep.output.find(" epochs, seed") == std::string::npos);
     const int64_t largest = sweep.report["results"]["largest_batch_that_fits"];
     CHECK(largest > 512);
     CHECK(sweep.report["results"]["largest_batch_peak_device_bytes"].get<int64_t>() > 0);
@@ -486,4 +493,17 @@ TEST_CASE("lessons: 06 compares none with sqrt, activations as predicted, and tr
         CHECK(refused.exit_code == 2);
         CHECK(!fs::exists(scratch.file("06_bad.json")));
     }
+}
+
+TEST_CASE("lessons: the staircase's FLOP count is the GEMM work a training step does, by hand", "[lessons]") {
+    // 784-16-10 at 3 rows. Forward: 2·3·784·16 + 2·3·16·10 = 75264 + 960. Backward: dW in both layers (the same
+    // 76224), dX only for the second layer (2·3·16·10 = 960): the first layer's input is the images.
+    const StepGemmFlops small = training_step_gemm_flops({784, 16, 10}, 3);
+    CHECK(small.forward == 76224.0);
+    CHECK(small.backward == 77184.0);
+    // The lessons' model at batch 128: 3× the forward (dW and dX everywhere) would overcount by about 17 %.
+    const StepGemmFlops lessons = training_step_gemm_flops({784, 1024, 1024, 10}, 128);
+    CHECK(lessons.forward == 476577792.0);
+    CHECK(lessons.backward == 747634688.0);
+    CHECK(std::abs(3 * lessons.forward / (lessons.forward + lessons.backward) - 1.168) < 1e-3);
 }

@@ -85,7 +85,7 @@ TEST_CASE("report: under the timing table, what wall covers, the time in no phas
                      "not in it)") != std::string::npos);
     CHECK(table.find("7.00 ms in no phase") != std::string::npos);
     CHECK(table.find("may overlap") == std::string::npos);
-    CHECK(table.find("host = the CPU's own work in the loop") != std::string::npos);
+    CHECK(table.find("host = the CPU's own work inside the training loop") != std::string::npos);
     CHECK(table.find("CUDA events") != std::string::npos);
 
     t.clock = "CPU timings (host clock)";

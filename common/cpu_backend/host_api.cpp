@@ -228,9 +228,13 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
     if (!prop) return record_error(cudaErrorInvalidValue);
     if (device != 0) return record_error(cudaErrorInvalidDevice);
     *prop = cudaDeviceProp{};
-    std::snprintf(prop->name, sizeof prop->name, "CPU backend (%u worker%s, emulated %.1f GiB)",
-                  cpu_backend::configured_workers(), cpu_backend::configured_workers() == 1 ? "" : "s",
-                  cpu_backend::emulated_gib());
+    // The capacity in GiB, or in MiB below 1 GiB (lesson 07's 256 MiB would read "0.2 GiB").
+    const double gib = cpu_backend::emulated_gib();
+    std::snprintf(
+        prop->name, sizeof prop->name,
+        gib >= 1.0 ? "CPU backend (%u worker%s, emulated %.1f GiB)" : "CPU backend (%u worker%s, emulated %.0f MiB)",
+        cpu_backend::configured_workers(), cpu_backend::configured_workers() == 1 ? "" : "s",
+        gib >= 1.0 ? gib : gib * 1024.0);
     prop->totalGlobalMem = cpu_backend::memory().capacity;
     prop->sharedMemPerBlock = cpu_backend::kDefaultSharedBytes;
     prop->sharedMemPerBlockOptin = cpu_backend::kMaxSharedBytes;

@@ -13,6 +13,7 @@
 //     (lesson 04), fp16-pure, fp16-weights — and prints them side by side with mixed (lessons/mixed_precision.h).
 // Lesson 04's --resident and its GEMM staircase table are gone (the staircase of this lesson's GEMM is in `bench`).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <type_traits>
@@ -290,9 +291,15 @@ constexpr MemoryCategory kModelCategories[] = {MemoryCategory::parameters, Memor
                                                MemoryCategory::optimizer_state, MemoryCategory::master_weights,
                                                MemoryCategory::activations};
 
+// With `decimals` decimals, or two significant digits where those would show a nonzero share as 0 (0.00041%).
 std::string percent(double fraction, int decimals = 2) {
+    const double value = 100.0 * fraction;
     char text[32];
-    std::snprintf(text, sizeof text, "%.*f%%", decimals, 100.0 * fraction);
+    if (value != 0 && std::fabs(value) < 0.5 * std::pow(10.0, -decimals)) {
+        std::snprintf(text, sizeof text, "%.2g%%", value);
+    } else {
+        std::snprintf(text, sizeof text, "%.*f%%", decimals, value);
+    }
     return text;
 }
 

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -102,7 +103,8 @@ SweepPoint train_at(Lesson& lesson, int batch, long samples, double lr, const Gr
         CUDA_CHECK(cudaEventCreateWithFlags(&consumed[s], cudaEventDisableTiming));
     }
     // (A batch larger than the training set is one batch of all the images: the host slots need no more.)
-    BatchLoader loader(ledger, train_set, int(std::min<size_t>(batch, train_set.count)), kSlots);
+    std::optional<BatchLoader> loader;  // optional: it must be gone before the events it waits on (below)
+    loader.emplace(ledger, train_set, int(std::min<size_t>(batch, train_set.count)), kSlots);
     const auto slot_pixels = [&](int s) { return net.staged_pixels + size_t(s) * batch * kMnistPixels; };
     const auto slot_labels = [&](int s) { return net.staged_labels + size_t(s) * batch; };
     const auto prefetch = [&](const BatchLoader::Batch& next) {  // lesson 03's rules 1 and 2
@@ -115,7 +117,7 @@ SweepPoint train_at(Lesson& lesson, int batch, long samples, double lr, const Gr
             ledger.copy_to_device(slot_labels(s), next.labels, next.rows, copy);
         }
         CUDA_CHECK(cudaEventRecord(copied[s], copy));
-        loader.release(s, copied[s]);
+        loader->release(s, copied[s]);
     };
 
     // One "epoch" of the timer = the whole point; the data's epochs follow each other inside it.
@@ -128,12 +130,12 @@ SweepPoint train_at(Lesson& lesson, int batch, long samples, double lr, const Gr
             auto t = timer.scope(Phase::host);
             order = epoch_order(o.seed, epoch, train_set.count);
         }
-        loader.start_epoch(order);
+        loader->start_epoch(order);
         const size_t batches = std::min<size_t>(per_epoch, size_t(steps - step));
         BatchLoader::Batch next;
         {
             auto t = timer.scope(Phase::host);
-            next = loader.next();
+            next = loader->next();
         }
         prefetch(next);
         for (size_t b = 0; b < batches; ++b, ++step) {
@@ -173,7 +175,7 @@ SweepPoint train_at(Lesson& lesson, int batch, long samples, double lr, const Gr
                 BatchLoader::Batch following;
                 {
                     auto t = timer.scope(Phase::host);
-                    following = loader.next();
+                    following = loader->next();
                 }
                 prefetch(following);
             }
@@ -205,6 +207,9 @@ SweepPoint train_at(Lesson& lesson, int batch, long samples, double lr, const Gr
     point.test_accuracy = lesson.evaluate_test_set(net.correct, evaluate, batch, compute);
     point.memory = ledger.snapshot();
     if (parameters != nullptr) *parameters = download_parameters(ledger, net);
+    // The loader first: the last epoch stops after `steps`, so its thread may still be refilling a slot, inside
+    // cudaEventSynchronize(copied[s]) on an event destroyed below.
+    loader.reset();
     for (int s = 0; s < kSlots; ++s) {
         CUDA_CHECK(cudaEventDestroy(copied[s]));
         CUDA_CHECK(cudaEventDestroy(consumed[s]));
@@ -238,6 +243,7 @@ int train(int argc, char** argv) {
             cli.add_choice("--lr-scaling", &lr_scaling, {"sqrt", "linear", "none"},
                            "the learning rate at batch B: lr·√(B/128), lr·B/128, or lr");
             cli.add_flag("--no-largest", &skip_largest, "do not find, allocate and step the largest batch that fits");
+            cli.mark_unused("--epochs", "each batch size trains on --samples samples");
         });
     require_adamw_or_exit(lesson);
     const TrainOptions& o = lesson.options;
@@ -266,7 +272,7 @@ int train(int argc, char** argv) {
                   "device memory: %s free of %s, %s usable after the margin (1/32 of the total + up to 64 MiB, for "
                   "the CUDA context and allocator rounding)%s\nthe largest batch that fits: %d (the ledger's "
                   "prediction; activations and input staging grow with the batch)\n"
-                  "each batch size trains on the same %ld samples (--samples; --epochs is not used here)\n\n",
+                  "each batch size trains on the same %ld samples (--samples)\n\n",
                   format_bytes(free_bytes).c_str(), format_bytes(total_bytes).c_str(), format_bytes(usable).c_str(),
                   lesson.on_cpu_backend() ? " — CPU backend: emulated capacity (CUDA_CPU_MEMORY)" : "", largest,
                   samples_flag);
@@ -309,7 +315,10 @@ int train(int argc, char** argv) {
         std::vector<std::vector<float>> parameters;
         const SweepPoint p = train_at(lesson, b, samples_flag, scaled_lr(o.lr, b, lr_scaling), scaling, ledger, timer,
                                       compute, copy, is_main ? &parameters : nullptr);
-        if (is_main) lesson.set_final_parameters(std::move(parameters));
+        if (is_main) {  // finish()'s run: its weights and its accuracy are the lesson's result
+            lesson.set_final_parameters(std::move(parameters));
+            lesson.set_final_test_accuracy(p.test_accuracy);
+        }
         const double samples_per_s = p.wall_ms > 0 ? 1000.0 * double(p.samples) / p.wall_ms : 0.0;
         const double ms_per_step = p.wall_ms / double(p.steps);
         const size_t peak = p.memory.total[int(MemorySpace::device)].peak;
@@ -334,11 +343,13 @@ int train(int argc, char** argv) {
                       100.0 * p.test_accuracy);
         print_flushed(line);
     }
-    print_flushed("\n" + std::to_string(samples_flag) + " training samples at each batch size (" +
-                  (lesson.on_cpu_backend() ? "CPU timings" : "CUDA events") +
-                  "; per step: copy on the copy stream, kernels on the compute stream, input wait = the compute "
-                  "stream waiting for its copy, host = the host's own work per step):\n" +
-                  table.render());
+    std::string sweep_text = "\n";  // appended piece by piece (g++ 12's -Wrestrict misreads "literal" + string)
+    sweep_text += std::to_string(samples_flag) + " training samples at each batch size (";
+    sweep_text += lesson.on_cpu_backend() ? "CPU timings" : "CUDA events";
+    sweep_text +=
+        "; per step: copy on the copy stream, kernels on the compute stream, input wait = the compute stream waiting "
+        "for its copy, host = the host's own work per step):\n";
+    print_flushed(sweep_text + table.render());
     lesson.add_result("batch_sweep", rows);
     lesson.add_result("largest_batch_that_fits", int64_t(largest));
 
