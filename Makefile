@@ -6,6 +6,8 @@
 SHELL := /bin/bash
 export PATH := $(PATH):/usr/local/cuda/bin
 JOBS ?= $(shell nproc)
+# Extra options for configuring the cpu and cuda trees (CI: CMAKE_ARGS=-DWERROR=ON, warnings are errors).
+CMAKE_ARGS ?=
 GENERATOR := $(if $(shell command -v ninja),-G Ninja,)
 # ($(shell) does not see the PATH exported above with GNU Make < 4.4, hence the explicit fallback.)
 NVCC := $(or $(shell command -v nvcc),$(wildcard /usr/local/cuda/bin/nvcc))
@@ -19,7 +21,7 @@ CTEST := ctest --output-on-failure -j $(JOBS)
 
 help:
 	@echo "make run            build, then run the lessons (cuda flavor when a GPU is present, else cpu) and compare them"
-	@echo "make report         run every lesson into report/json/, then draw charts and report/README.md (matplotlib)"
+	@echo "make report         charts and report/README.md (matplotlib) from make run's results, running only missing or stale lessons (FRESH=1: all)"
 	@echo "make lesson N=02    build, then run one lesson (ARGS=\"--epochs 1 ...\" are passed to it, as to make run)"
 	@echo "make diff A=01 B=02 what changed from one lesson's main.cu to another's (diff -u)"
 	@echo "make test           build both flavors and run the whole test suite in each"
@@ -38,13 +40,13 @@ deps:
 	@bash tools/install_deps.sh
 
 build/cpu/CMakeCache.txt: | deps
-	cmake -S . -B build/cpu $(GENERATOR) -DFLAVOR=cpu
+	cmake -S . -B build/cpu $(GENERATOR) -DFLAVOR=cpu $(CMAKE_ARGS)
 build/cpu-sanitize/CMakeCache.txt: | deps
 	cmake -S . -B build/cpu-sanitize $(GENERATOR) -DFLAVOR=cpu -DSANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 build/cpu-race/CMakeCache.txt: | deps
 	cmake -S . -B build/cpu-race $(GENERATOR) -DFLAVOR=cpu -DRACECHECK=ON -DCMAKE_BUILD_TYPE=Debug
 build/cuda/CMakeCache.txt: | deps
-	cmake -S . -B build/cuda $(GENERATOR) -DFLAVOR=cuda
+	cmake -S . -B build/cuda $(GENERATOR) -DFLAVOR=cuda $(CMAKE_ARGS)
 
 cpu: build/cpu/CMakeCache.txt
 	cmake --build build/cpu -j $(JOBS)
@@ -127,28 +129,19 @@ ifeq ($(LESSON_NAMES),)
 	build/$(RUN_FLAVOR)/tools/reference $(ARGS)
 else
 	@echo "make run: $(words $(LESSON_NAMES)) lesson$(if $(word 2,$(LESSON_NAMES)),s), $(RUN_FLAVOR) flavor, $(RUN_WHERE)"
-	@mkdir -p build/$(RUN_FLAVOR)/results; reports=(); \
-	for name in $(LESSON_NAMES); do \
-	  report=build/$(RUN_FLAVOR)/results/lesson$$name.json; rm -f "$$report"; \
-	  echo "=== lesson$$name"; \
-	  build/$(RUN_FLAVOR)/lessons/lesson$$name $(ARGS) --json "$$report"; status=$$?; \
-	  if [ $$status -ne 0 ]; then \
-	    echo "make run: lesson$$name failed (exit code $$status); stopping here" >&2; exit $$status; \
-	  fi; \
-	  reports+=("$$report"); \
-	done; \
-	echo; echo "=== the lessons compared (reports in build/$(RUN_FLAVOR)/results/)"; \
+	@bash tools/run_lessons.sh --build build/$(RUN_FLAVOR) --results build/$(RUN_FLAVOR)/results -- $(ARGS)
+	@echo; echo "=== the lessons compared (reports in build/$(RUN_FLAVOR)/results/)"; reports=(); \
+	for name in $(LESSON_NAMES); do reports+=(build/$(RUN_FLAVOR)/results/lesson$$name.json); done; \
 	python3 tools/compare_lessons.py "$${reports[@]}"
 endif
 
-# `make report`: every lesson as `make run` runs it (ARGS too), each with --json into report/json/, then
-# tools/report.py draws the charts and writes report/README.md (device, flavor, commit, date, these commands).
-# REPORT_BUILD picks another configured build tree (e.g. REPORT_BUILD=build/my-cpu); by default make run's.
+# `make report`: the charts (tools/report.py) and report/README.md (device, flavor, commit, date, commands) from the
+# lessons' JSON in <build>/results/, where `make run` leaves it: a lesson whose result matches this commit, these
+# ARGS and its executable is not run again (FRESH=1 runs every lesson again); each chart is drawn as soon as its data
+# exists. REPORT_BUILD picks another configured build tree (e.g. REPORT_BUILD=build/my-cpu); by default make run's.
 # matplotlib is Debian's python3-matplotlib (make deps), which is /usr/bin/python3's: the python3 first on PATH (a
 # pyenv or a venv) may not have it, so the first of the two that imports it draws.
 REPORT_BUILD ?= build/$(RUN_FLAVOR)
-report_quote = '$(subst ','\'',$(1))'
-REPORT_ARGS = $(call report_quote,$(if $(strip $(ARGS)), $(strip $(ARGS))) --json )
 report: deps $(filter build/cpu/CMakeCache.txt build/cuda/CMakeCache.txt,$(REPORT_BUILD)/CMakeCache.txt)
 	@[ -f $(REPORT_BUILD)/CMakeCache.txt ] || { echo "make report: $(REPORT_BUILD) is not a configured build tree" \
 	  "(cmake -S . -B $(REPORT_BUILD) -DFLAVOR=cpu, or leave REPORT_BUILD unset)" >&2; exit 2; }
@@ -156,28 +149,10 @@ ifeq ($(LESSON_NAMES),)
 	@echo "make report: no lesson is written yet (lessons/NN_name/main.cu)" >&2; exit 2
 else
 	cmake --build $(REPORT_BUILD) -j $(JOBS) --target lessons
-	@python=; for p in python3 /usr/bin/python3; do \
-	  if $$p -c 'import matplotlib' 2>/dev/null; then python=$$p; break; fi; \
-	done; \
-	if [ -z "$$python" ]; then \
-	  echo "make report: no python3 with matplotlib (make deps installs python3-matplotlib)" >&2; exit 1; \
-	fi; \
-	flavor=$$(sed -n 's/^FLAVOR:[A-Z]*=//p' $(REPORT_BUILD)/CMakeCache.txt); \
-	echo "make report: $(words $(LESSON_NAMES)) lessons from $(REPORT_BUILD) ($$flavor flavor)"; \
-	mkdir -p report/json; rm -f report/json/*.json; \
-	reports=(); commands=(--command "cmake --build $(REPORT_BUILD) -j $(JOBS) --target lessons"); \
-	for name in $(LESSON_NAMES); do \
-	  report=report/json/lesson$$name.json; \
-	  command=$(call report_quote,$(REPORT_BUILD)/lessons/lesson)$$name$(REPORT_ARGS)$$report; \
-	  echo "=== lesson$$name"; \
-	  $(REPORT_BUILD)/lessons/lesson$$name $(ARGS) --json "$$report"; status=$$?; \
-	  if [ $$status -ne 0 ]; then \
-	    echo "make report: lesson$$name failed (exit code $$status); stopping here" >&2; exit $$status; \
-	  fi; \
-	  reports+=("$$report"); commands+=(--command "$$command"); \
-	done; \
-	echo; echo "=== the charts (report/)"; \
-	$$python tools/report.py "$${reports[@]}" --out report "$${commands[@]}"
+	@flavor=$$(sed -n 's/^FLAVOR:[A-Z]*=//p' $(REPORT_BUILD)/CMakeCache.txt); \
+	echo "make report: $(words $(LESSON_NAMES)) lessons from $(REPORT_BUILD) ($$flavor flavor), charts into report/"
+	@bash tools/run_lessons.sh --build $(REPORT_BUILD) --results $(REPORT_BUILD)/results --reuse --draw report \
+	  -- $(ARGS)
 endif
 
 # N is checked before building too, so that a wrong N does not wait for the build.

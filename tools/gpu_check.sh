@@ -1,15 +1,28 @@
 #!/usr/bin/env bash
-# tools/gpu_check.sh — everything worth running on a GPU, in one go, with logs: build the cuda flavor for the GPU
-# that is present, run the whole test suite (nothing may be skipped there), the benchmarks, every lesson on full
-# MNIST and the table comparing them; a summary table (step | status | seconds | log file) is printed last.
+# tools/gpu_check.sh — everything worth running on a GPU, in short phases that each fit one command on a borrowed
+# machine (a cloud instance by the minute, a shared lab box, a CI runner with a time limit). Each phase has a time
+# budget it enforces, and leaves exactly two files in the output folder, written as it goes, so that a timeout or a
+# kill still returns what was measured:
+#     summary-PHASE.md        the device, one row per step (status, seconds), the headline figures; complete on exit
+#                             or on a signal, and rewritten after every step before that
+#     gpu-check-PHASE.tar.gz  the logs, JSON and charts of the phase (re-packed after every step)
 #
-#   tools/gpu_check.sh [LOG_DIR]                 build against the system's packages (the original behaviour)
-#   tools/gpu_check.sh --prepare DIR             on a Debian machine with apt (as root): gather into DIR what a bare
-#                                                GPU machine lacks, so that --deps works there with no network
-#   tools/gpu_check.sh --deps DIR [LOG_DIR]      on a bare GPU machine (CUDA toolkit, CMake, ninja, Python only):
-#                                                configure and build against DIR, then run everything
-#   tools/gpu_check.sh --dry-run [LOG_DIR]       the same pipeline on the CPU (cpu flavor, small subsets), for CI
-#   tools/gpu_check.sh --dry-run --deps DIR [LOG_DIR]   the dry run against the prepared DIR (tests --deps here)
+# Phases (budget: the most the phase may take, enforced with `timeout`; estimates for one H100/H200-class GPU and
+# 16 CPU cores, from the sizes involved, since no GPU has run this yet):
+#     build-test  300 s  configure, build the cuda flavor, run the whole suite (est. 2-3 min build + 1-2 min tests)
+#     bench       180 s  build bench, `bench --quick` (GEMM staircase and HGEMM steps at 4096³ and the lessons'
+#                        shapes, cuBLAS beside them; memory-bound kernels) and backend_bench (est. 1-2 min)
+#     lessons     300 s  build the lessons, each on full MNIST for 1 epoch with --json, then the comparison table
+#                        and the charts (est. 2-4 min)
+#     report       60 s  the comparison and charts again from the lessons phase's JSON (no GPU needed: run it here
+#                        on a returned archive with --from)
+# On the device tool (10 minutes a command) that is two calls: `--phase build-test --phase bench`, then
+# `--phase lessons`. `--phase all` runs build-test, bench and lessons in order, each in its own budget.
+#
+#   tools/gpu_check.sh --phase P [--phase P ...] [--deps DIR] [--out DIR] [--budget S]
+#   tools/gpu_check.sh --phase report --from gpu-check-lessons.tar.gz [--out DIR]
+#   tools/gpu_check.sh --prepare DIR        (Debian, as root) gather what a bare GPU machine lacks into DIR
+#   tools/gpu_check.sh --dry-run --phase P  the same phase on the CPU backend with tiny sizes (CI runs every phase)
 #
 # --prepare DIR: `apt-get download` + `dpkg -x DIR/root` of catch2, zlib1g-dev, zlib1g, libcli11-dev and
 #   nlohmann-json3-dev (what the cuda flavor's configure needs; it does not need Boost; `apt-get update` is run once
@@ -18,77 +31,98 @@
 #   DIR must be inside the repository for the device tool to carry it; keep it out of git and name it in `carry`:
 #       echo /gpu-deps/ >> .git/info/exclude
 #       tools/gpu_check.sh --prepare gpu-deps
-#       (device tool) run  command: tools/gpu_check.sh --deps gpu-deps   carry: ["gpu-deps"]
+#       (device tool) run  command: tools/gpu_check.sh --deps gpu-deps --phase build-test --phase bench
+#                          carry: ["gpu-deps"]   timeout_s: 540
 # --deps DIR: CMAKE_PREFIX_PATH=DIR/root/usr (Catch2 in usr/lib/cmake/Catch2, CLI11 and nlohmann_json in
 #   usr/share/cmake/...), ZLIB_ROOT / ZLIB_INCLUDE_DIR / ZLIB_LIBRARY in DIR/root (libz.a, linked statically; if
 #   only the .so is there, LD_LIBRARY_PATH points at it for the runs), MNIST_DIR=DIR/mnist for the tests and
 #   --data DIR/mnist for the lessons. Build tree build/gpu-check-cuda (build/cuda-native without --deps).
-# --dry-run: cpu flavor in build/gpu-check-dry (build/gpu-check-dry-deps with --deps; the cpu flavor also needs
-#   Boost.Context, from the system), the ctest suite as it is, `bench --quick`, the lessons with
-#   `--epochs 1 --limit 256 --test-limit 256`. A few minutes on 2 cores.
-# Steps: configure, build (-j $(nproc), ninja when present), tests (ctest -j 8; a skipped test is a failure),
-#   backend_bench, bench (its exit status counts), each lessons/NN_name as build/<tree>/lessons/lessonNN_name
-#   --data MNIST --json LOG_DIR/lessonNN_name.json (a failing lesson counts), compare (tools/compare_lessons.py),
-#   report (tools/report.py's charts and README into LOG_DIR/report/, with a python3 that has matplotlib).
-#   Without --deps MNIST comes from $MNIST_DIR, ../shared/data/mnist or data/mnist; if none is there the lessons
-#   and the comparison are reported as "skip" (with --deps a missing DIR/mnist is a failure).
-# LOG_DIR (default $OUT when set, else build/gpu-check-logs; a relative path — also DIR — is taken from the
-#   repository root) gets device.txt, one log per step and the lessons' JSON reports.
-# Ends non-zero if any step fails (or a test was skipped); 2 for a usage error.
+# --dry-run: cpu flavor in build/cpu (the tree `make test` builds, so CI builds nothing twice), a quick subset of
+#   the suite, `bench --quick`, the lessons with `--epochs 1 --limit 256 --test-limit 256`.
+# --out DIR: where the two files of each phase go (default $OUT when set, else build/gpu-check-out). The phase's
+#   working files are in build/gpu-check-work/PHASE (kept: the report phase reads the lessons phase's JSON there).
+# --budget S: every phase's budget in seconds instead of the one above (the tests use a tiny one). A dry run without
+#   --budget gets 4x the budgets above: it emulates every kernel on the CPU.
+# Without --deps, MNIST comes from $MNIST_DIR, ../shared/data/mnist or data/mnist; if none is there the lessons are
+# reported as skipped (with --deps a missing DIR/mnist is a failure).
+# Exit status: 0 every step passed (skipped tests are listed as skips, not failures), 1 a step failed, 3 a phase
+# was stopped at its budget (and nothing failed before), 2 a usage error.
 set -uo pipefail
+
+declare -A phase_budget=([build-test]=300 [bench]=180 [lessons]=300 [report]=60)
+all_phases=(build-test bench lessons)
 
 usage() {
     cat << EOF
-usage: $0 [LOG_DIR]
+usage: $0 --phase PHASE [--phase PHASE ...] [--deps DIR] [--out DIR] [--budget SECONDS] [--dry-run]
+       $0 --phase report --from ARCHIVE [--out DIR]
        $0 --prepare DIR
-       $0 --deps DIR [LOG_DIR]
-       $0 --dry-run [--deps DIR] [LOG_DIR]
-On a machine with an NVIDIA GPU: builds the cuda flavor for that GPU, runs the whole test suite there (a skipped
-test counts as a failure), backend_bench and bench, every lesson on full MNIST (--json reports in LOG_DIR) and
-tools/compare_lessons.py and tools/report.py (charts in LOG_DIR/report/) over them, writes each step's log to
-LOG_DIR and ends with a summary table (step | status | seconds | log file). Exits 1 if any step fails or a test was skipped.
-  (no option)     build against the system's packages, in build/cuda-native
+Runs the GPU checks in phases, each within a time budget, each leaving exactly summary-PHASE.md and
+gpu-check-PHASE.tar.gz in the output folder (written as it goes, completed on exit or on a signal).
+  --phase PHASE   build-test (${phase_budget[build-test]} s): configure, build the cuda flavor, the whole test suite
+                  bench (${phase_budget[bench]} s): bench --quick and backend_bench
+                  lessons (${phase_budget[lessons]} s): every lesson, 1 epoch of full MNIST, --json; comparison; charts
+                  report (${phase_budget[report]} s): comparison and charts from the lessons phase's JSON
+                  all: build-test, bench, lessons (each in its own budget)
+  --deps DIR      build against a folder made by --prepare (a bare GPU machine: no Catch2, zlib headers, MNIST)
+  --out DIR       the output folder (default \$OUT when set, else build/gpu-check-out)
+  --budget S      every phase's budget in seconds, instead of the defaults above
+  --from ARCHIVE  report phase: read the lessons' JSON from a gpu-check-lessons.tar.gz (e.g. one a GPU returned)
+  --dry-run       the same phases on the CPU backend (cpu flavor, build/cpu, tiny sizes): CI runs it
   --prepare DIR   (Debian, as root, with apt) gather what a bare GPU machine lacks into DIR: catch2, zlib1g-dev,
-                  zlib1g, libcli11-dev, nlohmann-json3-dev unpacked into DIR/root (apt-get download + dpkg -x), and
-                  MNIST into DIR/mnist (from \$MNIST_DIR, ../shared/data/mnist or data/mnist). Prints DIR's size
-                  (the device tool carries at most 64 MiB). DIR must be inside the repository to be carried:
+                  zlib1g, libcli11-dev, nlohmann-json3-dev unpacked into DIR/root, MNIST into DIR/mnist (from
+                  \$MNIST_DIR, ../shared/data/mnist or data/mnist). DIR must be inside the repository to be carried:
                     echo /gpu-deps/ >> .git/info/exclude; $0 --prepare gpu-deps
-                  then on the device: $0 --deps gpu-deps   (with carry: ["gpu-deps"])
-  --deps DIR      configure against DIR (CMAKE_PREFIX_PATH=DIR/root/usr, ZLIB_* into DIR/root), tests with
-                  MNIST_DIR=DIR/mnist, lessons with --data DIR/mnist; build tree build/gpu-check-cuda
-  --dry-run       the same pipeline on the CPU: cpu flavor in build/gpu-check-dry (-deps with --deps), ctest suite
-                  as is, bench --quick, lessons with --epochs 1 --limit 256 --test-limit 256 (a few minutes)
-LOG_DIR: default \$OUT if set, else build/gpu-check-logs. Relative paths (LOG_DIR, DIR) are taken from the
-repository root. Without --deps, the lessons need MNIST (\$MNIST_DIR, ../shared/data/mnist or data/mnist) and are
-reported as skipped when there is none.
-Environment:
-  OUT        the log directory when LOG_DIR is not given
-  MNIST_DIR  where MNIST is (--prepare, and runs without --deps)
-  PATH       searched for nvidia-smi, nvcc, cmake, ctest, ninja (/usr/local/cuda/bin is appended to it)
+                  then on the GPU machine: $0 --deps gpu-deps --phase build-test --phase bench
+Exit status: 0 passed, 1 a step failed, 3 stopped at a budget, 2 usage error.
+Environment: OUT (the output folder when --out is not given), MNIST_DIR (where MNIST is, without --deps),
+PATH (searched for nvidia-smi, nvcc, cmake, ctest, ninja; /usr/local/cuda/bin is appended).
 EOF
 }
 
-die_usage() { echo "gpu_check.sh: $1 (see --help)" >&2; exit 2; }
+die_usage() {
+    echo "gpu_check.sh: $1 (see --help)" >&2
+    exit 2
+}
 
-mode=system  # system | prepare
-dry_run=0
-deps_dir=""
 prepare_dir=""
-log_arg=""
+deps_dir=""
+out_arg=""
+from_archive=""
+budget_override=""
+dry_run=0
+phases=()
 original_args=("$@")
 while (($#)); do
     case "$1" in
         -h | --help) usage; exit 0 ;;
-        --prepare) (($# >= 2)) || die_usage "--prepare needs a directory"; mode=prepare; prepare_dir=$2; shift 2 ;;
+        --prepare) (($# >= 2)) || die_usage "--prepare needs a directory"; prepare_dir=$2; shift 2 ;;
         --deps) (($# >= 2)) || die_usage "--deps needs a directory"; deps_dir=$2; shift 2 ;;
+        --out) (($# >= 2)) || die_usage "--out needs a directory"; out_arg=$2; shift 2 ;;
+        --from) (($# >= 2)) || die_usage "--from needs an archive"; from_archive=$2; shift 2 ;;
+        --budget)
+            (($# >= 2)) && [[ $2 =~ ^[1-9][0-9]*$ ]] || die_usage "--budget needs a whole number of seconds"
+            budget_override=$2; shift 2 ;;
+        --phase)
+            (($# >= 2)) || die_usage "--phase needs a phase name"
+            case "$2" in
+                all) phases+=("${all_phases[@]}") ;;
+                build-test | bench | lessons | report) phases+=("$2") ;;
+                *) die_usage "unknown phase '$2' (build-test, bench, lessons, report, all)" ;;
+            esac
+            shift 2 ;;
         --dry-run) dry_run=1; shift ;;
-        -*) die_usage "unknown option '$1'" ;;
-        *) [ -z "$log_arg" ] || die_usage "more than one LOG_DIR given ('$log_arg', '$1')"; log_arg=$1; shift ;;
+        *) die_usage "unknown argument '$1'" ;;
     esac
 done
-if [ "$mode" = prepare ] && { [ -n "$deps_dir" ] || ((dry_run)) || [ -n "$log_arg" ]; }; then
-    die_usage "--prepare DIR takes no other option or LOG_DIR"
+if [ -n "$prepare_dir" ]; then
+    if [ -n "$deps_dir" ] || ((dry_run)) || [ -n "$out_arg" ] || ((${#phases[@]})); then
+        die_usage "--prepare DIR takes no other option"
+    fi
+elif ((${#phases[@]} == 0)); then
+    die_usage "say which phase: --phase build-test|bench|lessons|report|all"
 fi
+if [ -n "$from_archive" ] && [ "${phases[*]}" != report ]; then die_usage "--from goes with --phase report alone"; fi
 
 cd "$(dirname "$0")/.." || exit 1
 repo_root=$(pwd -P)
@@ -96,6 +130,10 @@ export PATH=$PATH:/usr/local/cuda/bin
 if [ -n "$deps_dir" ] && [ ! -d "$deps_dir/root/usr" ]; then
     echo "gpu_check.sh: $deps_dir/root/usr not found (run --prepare first)" >&2
     exit 2
+fi
+if [ -n "$from_archive" ]; then
+    [ -f "$from_archive" ] || { echo "gpu_check.sh: no archive at $from_archive" >&2; exit 2; }
+    from_archive=$(cd "$(dirname "$from_archive")" && pwd -P)/$(basename "$from_archive")
 fi
 
 # Where MNIST is when no prepared folder says: $MNIST_DIR, ../shared/data/mnist, data/mnist (first that exists).
@@ -111,7 +149,7 @@ find_mnist() {
 }
 
 # ------------------------------------------------------------------------------------------------------ --prepare
-if [ "$mode" = prepare ]; then
+if [ -n "$prepare_dir" ]; then
     set -e
     mkdir -p "$prepare_dir"
     dir=$(cd "$prepare_dir" && pwd -P)
@@ -172,10 +210,10 @@ if [ "$mode" = prepare ]; then
     exit 0
 fi
 
-# ---------------------------------------------------------------------------------------------- build and run
-logs=${log_arg:-${OUT:-build/gpu-check-logs}}
-mkdir -p "$logs" || exit 1
-logs=$(cd "$logs" && pwd -P)
+# ------------------------------------------------------------------------------------------------------ the phases
+out=${out_arg:-${OUT:-build/gpu-check-out}}
+mkdir -p "$out" || exit 1
+out=$(cd "$out" && pwd -P)
 
 cmake_args=()
 if [ -n "$deps_dir" ]; then
@@ -198,130 +236,297 @@ else
 fi
 if ((dry_run)); then
     flavor=cpu
-    tree=build/gpu-check-dry${deps_dir:+-deps}
+    tree=build/cpu${deps_dir:+-gpu-check-deps}  # the Makefile's cpu tree: CI has just built it for `make test`
     lesson_args=(--epochs 1 --limit 256 --test-limit 256)
-    bench_args=(--quick)
+    # The pipeline, not the suite (make test has run it): a few quick tests, one of them reading MNIST.
+    ctest_select=(-R '^(test_names_are_ctest_safe|compare_lessons_script|mnist: .*real MNIST.*)$')
     ctest_jobs=$(nproc)
 else
     flavor=cuda
     if [ -n "$deps_dir" ]; then tree=build/gpu-check-cuda; else tree=build/cuda-native; fi
-    lesson_args=()
-    bench_args=()
+    lesson_args=(--epochs 1 --full)
+    ctest_select=()
     ctest_jobs=8
 fi
 ! command -v ninja >/dev/null || cmake_args+=(-G Ninja)
 [ -z "$mnist" ] || export MNIST_DIR="$mnist"
+work_root=$repo_root/build/gpu-check-work
+python=
+for p in python3 /usr/bin/python3; do
+    if "$p" -c 'import matplotlib' 2>/dev/null; then python=$p; break; fi
+done
 
-{
-    date -u
-    echo "mode: $( ((dry_run)) && echo "dry run (cpu flavor)" || echo "cuda flavor")," \
-        "dependencies: ${deps:-system packages}; build tree: $tree; MNIST: ${mnist:-none}"
-    if ((dry_run)); then
-        echo "CPU cores: $(nproc)"
-    else
-        nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
-    fi
-    nvcc --version | tail -1
-    cmake --version | head -1
-} 2>&1 | tee "$logs/device.txt"
+# ---- one phase's bookkeeping: rows of the summary, the archive, the budget
+phase=""         # the phase running
+work=""          # its working folder (logs, JSON, charts): what the archive holds
+phase_start=0    # date +%s when it began
+budget=0         # its budget in seconds
+phase_status=0   # 0 passed, 1 a step failed, 3 stopped at the budget
+phase_note=""    # why it ended early, if it did
+rows=()          # "step|status|seconds|log"
+extras=()        # files whose contents the summary quotes (name|file)
 
-status=0
-rows=()
-# step NAME LOGFILE COMMAND...: runs COMMAND with its output in LOG_DIR/LOGFILE, records a row of the summary.
-step() {
-    local name=$1 log=$2 start rc
+child=""         # the step's process while it runs, for the signal handler
+
+now() { date +%s.%N; }
+# bounded SECONDS LOG COMMAND...: COMMAND with its output appended to LOG, killed after SECONDS (exit 124 or 137).
+# In the background and waited for, so that a signal reaches on_signal at once rather than after the step.
+bounded() {
+    local seconds=$1 log=$2
     shift 2
-    echo "=== $name: $*" | tee "$logs/$log"
-    start=$(date +%s.%N)
-    "$@" >>"$logs/$log" 2>&1
-    rc=$?
-    record "$name" "$([ $rc -eq 0 ] && echo ok || echo "FAIL ($rc)")" "$(elapsed "$start")" "$log"
+    timeout --kill-after=5 "$seconds" "$@" >>"$log" 2>&1 </dev/null &
+    child=$!
+    wait "$child"
+    local rc=$?
+    child=""
     return $rc
 }
-elapsed() { awk -v s="$1" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
-record() {
-    rows+=("$1|$2|$3|$4")
-    case "$2" in ok | skip*) ;; *) status=1 ;; esac
-    echo "    $1: $2 (${3}s)"
-}
-summary() {
-    echo
-    echo "=== gpu_check summary (logs in $logs)"
+elapsed() { awk -v s="$1" -v e="$(now)" 'BEGIN { printf "%.1f", e - s }'; }
+seconds_left() { awk -v s="$phase_start" -v b="$budget" -v e="$(now)" 'BEGIN { printf "%d", b - (e - s) }'; }
+
+# The summary and the archive, as they stand: called after every step and once more at the end (or on a signal).
+write_outputs() {
+    local final=${1:-0} result
+    if ((final)); then
+        case $phase_status in
+            0) result="passed" ;;
+            3) result="stopped at the budget ($budget s): $phase_note" ;;
+            *) result="FAILED${phase_note:+: $phase_note}" ;;
+        esac
+    else
+        result="still running (this file is rewritten after every step)"
+    fi
     {
-        echo "step|status|seconds|log file"
-        printf '%s\n' "${rows[@]}"
-    } | awk -F'|' '{ for (i = 1; i <= NF; i++) { cell[NR, i] = $i; if (length($i) > w[i]) w[i] = length($i) } }
-                   END { for (r = 1; r <= NR; r++) {
-                             line = ""
-                             for (i = 1; i < 4; i++) line = line sprintf("%-" w[i] "s | ", cell[r, i])
-                             line = line cell[r, 4]
-                             print line } }'
-    echo "gpu_check: $([ $status -eq 0 ] && echo "all steps passed" || echo "FAILED")"
+        echo "# gpu_check: phase $phase"
+        echo
+        echo "- result: **$result**"
+        echo "- command: tools/gpu_check.sh ${original_args[*]}"
+        echo "- budget: $budget s; elapsed: $(elapsed "$phase_start") s"
+        sed 's/^/- /' "$work/device.txt" 2>/dev/null
+        echo "- logs, JSON and charts: gpu-check-$phase.tar.gz"
+        echo
+        echo "| step | status | seconds | log |"
+        echo "|---|---|---:|---|"
+        local row
+        for row in "${rows[@]}"; do echo "| ${row//|/ | } |"; done
+        local extra name file
+        for extra in "${extras[@]}"; do
+            name=${extra%%|*}
+            file=${extra#*|}
+            [ -s "$work/$file" ] || continue
+            echo
+            echo "## $name ($file)"
+            echo
+            echo '```'
+            cat "$work/$file"
+            echo '```'
+        done
+    } >"$out/summary-$phase.md.tmp" && mv -f "$out/summary-$phase.md.tmp" "$out/summary-$phase.md"
+    tar -czf "$out/gpu-check-$phase.tar.gz.tmp" -C "$work" . 2>/dev/null &&
+        mv -f "$out/gpu-check-$phase.tar.gz.tmp" "$out/gpu-check-$phase.tar.gz"
 }
 
-if step configure configure.txt cmake -S . -B "$tree" -DFLAVOR=$flavor "${cmake_args[@]}" &&
-    step build build.txt cmake --build "$tree" -j "$(nproc)"; then
-    built=1
-else
-    built=0
-    tail -40 "$logs/configure.txt" "$logs/build.txt" 2>/dev/null
-fi
+record() {  # record STEP STATUS SECONDS LOG
+    rows+=("$1|$2|$3|$4")
+    case "$2" in
+        ok* | skip*) ;;
+        "stopped at the budget"* | "not run"*)  # a failure before it stays the verdict
+            ((phase_status == 1)) || phase_status=3
+            [ -n "$phase_note" ] || phase_note="at step $1"
+            ;;
+        *) phase_status=1 ;;
+    esac
+    echo "    $1: $2 (${3}s)"
+    write_outputs
+}
 
-if ((built)); then
-    echo "=== tests: ctest -j $ctest_jobs (MNIST_DIR=${MNIST_DIR:-unset})" | tee "$logs/tests.txt"
-    start=$(date +%s.%N)
-    ctest --test-dir "$tree" --output-on-failure -j "$ctest_jobs" >>"$logs/tests.txt" 2>&1
+# no_budget_left NAME: true (and a row for NAME) when the phase has no time left for it.
+no_budget_left() {
+    if ((phase_status != 3 && $(seconds_left) > 0)); then return 1; fi  # (once stopped, no later step runs)
+    record "$1" "not run (no budget left)" 0 -
+}
+
+# step NAME LOG COMMAND...: runs COMMAND within what is left of the budget, its output in WORK/LOG; records a row.
+# Returns 0 if it passed, 1 if it failed, 3 if the budget stopped it (or none was left).
+step() {
+    local name=$1 log=$2 start rc left
+    shift 2
+    no_budget_left "$name" && return 3
+    left=$(seconds_left)
+    echo "=== $name: $*" | tee "$work/$log"
+    start=$(now)
+    bounded "$left" "$work/$log" "$@"
     rc=$?
-    tail -5 "$logs/tests.txt"
-    if [ $rc -ne 0 ]; then
+    if ((rc == 124 || rc == 137)); then
+        echo "=== stopped at the budget: $budget s for phase $phase" | tee -a "$work/$log"
+        record "$name" "stopped at the budget" "$(elapsed "$start")" "$log"
+        return 3
+    fi
+    record "$name" "$([ $rc -eq 0 ] && echo ok || echo "FAIL ($rc)")" "$(elapsed "$start")" "$log"
+    ((rc == 0)) || return 1
+}
+
+# A signal (the caller's own timeout, ^C) still completes the summary and the archive.
+on_signal() {
+    [ -z "$child" ] || kill -TERM "$child" 2>/dev/null
+    phase_status=3
+    phase_note="interrupted by a signal (the caller's time limit?)"
+    echo "gpu_check: $phase $phase_note" >&2
+    [ -z "$phase" ] || write_outputs 1
+    exit 3
+}
+trap on_signal TERM INT HUP
+
+begin_phase() {
+    phase=$1
+    work=$work_root/$phase
+    rm -rf "$work" "$out/summary-$phase.md" "$out/gpu-check-$phase.tar.gz"
+    mkdir -p "$work"
+    phase_start=$(now)
+    budget=${budget_override:-${phase_budget[$phase]}}
+    # The dry run emulates every kernel on the CPU (and CI's 2 cores may be busy): 4x the GPU budget, unless given.
+    if ((dry_run)) && [ -z "$budget_override" ]; then budget=$((4 * budget)); fi
+    phase_status=0
+    phase_note=""
+    rows=()
+    extras=()
+    echo "=== phase $phase (budget $budget s)"
+    {
+        echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+        echo "mode: $( ((dry_run)) && echo "dry run, cpu flavor (CPU timings)" || echo "cuda flavor")," \
+            "dependencies: ${deps:-system packages}; build tree: $tree; MNIST: ${mnist:-none}"
+        if ((dry_run)); then
+            echo "CPU: $(nproc) cores"
+        else
+            echo "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>&1 | head -3 | paste -sd';')"
+        fi
+        echo "nvcc: $(nvcc --version 2>/dev/null | tail -1)"
+        echo "$(cmake --version | head -1)"
+        echo "commit: $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD 2>/dev/null || echo " (with uncommitted changes)")"
+    } >"$work/device.txt" 2>&1
+    cat "$work/device.txt"
+    write_outputs
+}
+
+end_phase() {
+    write_outputs 1
+    echo "=== phase $phase: $(sed -n 's/^- result: \*\*\(.*\)\*\*$/\1/p' "$out/summary-$phase.md") ($out/summary-$phase.md)"
+    phase=""
+}
+
+# configure + build TARGETS (all when none): ninja rebuilds nothing that an earlier phase already built.
+build() {
+    step configure configure.txt cmake -S . -B "$tree" -DFLAVOR=$flavor "${cmake_args[@]}" || return
+    step build build.txt cmake --build "$tree" -j "$(nproc)" ${1:+--target "$@"}
+}
+
+# ---- build-test: configure, build everything, the whole suite (a skipped test is listed, not failed)
+phase_build_test() {
+    build || return
+    local start rc result skipped
+    no_budget_left tests && return
+    echo "=== tests: ctest -j $ctest_jobs ${ctest_select[*]} (MNIST_DIR=${MNIST_DIR:-unset})" | tee "$work/tests.txt"
+    start=$(now)
+    bounded "$(seconds_left)" "$work/tests.txt" \
+        ctest --test-dir "$tree" --output-on-failure -j "$ctest_jobs" "${ctest_select[@]}"
+    rc=$?
+    tail -5 "$work/tests.txt"
+    skipped=$(grep -c '\*\*\*Skipped\|Not Run' "$work/tests.txt")
+    grep '\*\*\*Skipped\|Not Run' "$work/tests.txt" >"$work/skipped.txt"
+    if ((rc == 124 || rc == 137)); then
+        result="stopped at the budget"
+    elif ((rc != 0)); then
         result="FAIL ($rc)"
-    elif grep -q "Not Run\|Skipped" "$logs/tests.txt"; then
-        result="FAIL (skipped tests)"
-        grep "Not Run\|Skipped" "$logs/tests.txt" | head -20
-    elif ! grep -q "tests passed" "$logs/tests.txt"; then
+    elif ! grep -q "tests passed" "$work/tests.txt"; then
         result="FAIL (no tests ran)"
+    elif ((skipped)); then
+        result="ok ($skipped skipped: see skipped.txt)"
     else
         result=ok
     fi
+    grep -E 'tests passed|tests failed' "$work/tests.txt" >"$work/tests-line.txt"
+    extras=("ctest|tests-line.txt" "skipped tests|skipped.txt")
     record tests "$result" "$(elapsed "$start")" tests.txt
+}
 
+# ---- bench: the GEMM staircase beside cuBLAS, the memory-bound kernels, the CPU backend's costs
+phase_bench() {
+    build bench backend_bench || return
+    extras=("bench --quick|bench.txt")
+    step bench bench.txt "$tree/bench/bench" --quick
     step backend_bench backend_bench.txt "$tree/bench/backend_bench"
-    step bench bench.txt "$tree/bench/bench" "${bench_args[@]}"
+}
 
-    reports=()
-    for main in lessons/*/main.cu; do
-        [ -f "$main" ] || continue
-        name=lesson$(basename "$(dirname "$main")")
-        if [ -z "$mnist" ]; then
-            if ((mnist_required)); then
-                record "$name" "FAIL (no $deps_dir/mnist)" 0 -
-            else
-                record "$name" "skip (no MNIST)" 0 -
-            fi
-            continue
-        fi
-        rm -f "$logs/$name.json"
-        step "$name" "$name.txt" "$tree/lessons/$name" --data "$mnist" "${lesson_args[@]}" --json "$logs/$name.json" &&
-            reports+=("$logs/$name.json")
-    done
-    if ((${#reports[@]})); then
-        step compare compare.txt python3 tools/compare_lessons.py "${reports[@]}"
-        tail -n +2 "$logs/compare.txt"
-        # The charts (make report's drawing step) from the same reports, into LOG_DIR/report/.
-        python=
-        for p in python3 /usr/bin/python3; do
-            if "$p" -c 'import matplotlib' 2>/dev/null; then python=$p; break; fi
+# ---- lessons: every lesson once, its JSON kept for the report phase
+lesson_targets() {
+    local main
+    for main in lessons/*/main.cu; do [ -f "$main" ] && echo "lesson$(basename "$(dirname "$main")")"; done
+}
+phase_lessons() {
+    local names=() name reports=()
+    mapfile -t names < <(lesson_targets)
+    if [ -z "$mnist" ]; then
+        for name in "${names[@]}"; do
+            record "$name" "$( ((mnist_required)) && echo "FAIL (no $deps_dir/mnist)" || echo "skip (no MNIST)")" 0 -
         done
-        if [ -n "$python" ]; then
-            step report report.txt "$python" tools/report.py "${reports[@]}" --out "$logs/report" \
-                --command "tools/gpu_check.sh ${original_args[*]}"
-        else
-            record report "FAIL (no python3 with matplotlib)" 0 -
-        fi
-    else
-        record compare "$([ -z "$mnist" ] && ((!mnist_required)) && echo "skip (no lesson ran)" || echo "FAIL (no report)")" 0 -
+        return
     fi
-fi
+    build "${names[@]}" || return
+    for name in "${names[@]}"; do
+        step "$name" "$name.txt" "$tree/lessons/$name" --data "$mnist" "${lesson_args[@]}" --json "$work/$name.json"
+        case $? in
+            0) reports+=("$work/$name.json") ;;
+            3) return ;;
+        esac
+    done
+    ((${#reports[@]})) && compare_and_draw "${reports[@]}"
+}
 
-summary
+# The table `make run` ends with, and make report's charts (into WORK/report/), from the lessons' JSON.
+compare_and_draw() {
+    step compare compare.txt python3 tools/compare_lessons.py "$@"
+    extras=("comparison|compare.txt")
+    if [ -n "$python" ]; then
+        step report report.txt "$python" tools/report.py "$@" --out "$work/report" \
+            --command "tools/gpu_check.sh ${original_args[*]}"
+    else
+        record report "FAIL (no python3 with matplotlib)" 0 -
+    fi
+}
+
+# ---- report: the lessons phase's JSON (its working folder, or an archive it returned) drawn again
+phase_report() {
+    local source=$work_root/lessons reports=()
+    if [ -n "$from_archive" ]; then
+        source=$work/from
+        mkdir -p "$source"
+        step unpack unpack.txt tar -xzf "$from_archive" -C "$source" || return
+    fi
+    mapfile -t reports < <(compgen -G "$source/lesson*.json" | sort)
+    if ((${#reports[@]} == 0)); then
+        record compare "FAIL (no lesson JSON in $source: run --phase lessons first, or give --from)" 0 -
+        return
+    fi
+    cp "${reports[@]}" "$work/"
+    mapfile -t reports < <(compgen -G "$work/lesson*.json" | sort)
+    compare_and_draw "${reports[@]}"
+}
+
+status=0
+for p in "${phases[@]}"; do
+    begin_phase "$p"
+    case $p in
+        build-test) phase_build_test ;;
+        bench) phase_bench ;;
+        lessons) phase_lessons ;;
+        report) phase_report ;;
+    esac
+    end_phase
+    case $phase_status in
+        0) ;;
+        3) ((status == 1)) || status=3 ;;
+        *) status=1 ;;
+    esac
+done
+echo "gpu_check: summaries and archives in $out"
 exit $status

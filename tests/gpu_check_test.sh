@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# tests/gpu_check_test.sh — tools/gpu_check.sh's phases dry-run on the CPU backend (CI runs this after `make test`,
+# whose build/cpu tree the dry run reuses). Checks, for every phase: it passes, its output folder holds exactly
+# summary-PHASE.md and gpu-check-PHASE.tar.gz, the summary is complete and the archive holds the phase's files; the
+# report phase also from a returned archive (--from); and a phase stopped by its budget, or killed by a signal, still
+# leaves both files with a summary that says so.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+failures=0
+fail() {
+    echo "FAIL: $*" >&2
+    failures=$((failures + 1))
+}
+
+# expect_outputs DIR PHASE RESULT_PATTERN: exactly the two files, the summary's result line matching the pattern.
+expect_outputs() {
+    local dir=$1 phase=$2 pattern=$3 listing
+    listing=$(ls -A "$dir" | paste -sd' ')
+    [ "$listing" = "gpu-check-$phase.tar.gz summary-$phase.md" ] ||
+        fail "$phase: expected exactly gpu-check-$phase.tar.gz and summary-$phase.md in $dir, found: $listing"
+    grep -Eq -- "^- result: \*\*$pattern" "$dir/summary-$phase.md" ||
+        fail "$phase: the summary's result is not /$pattern/: $(grep '^- result' "$dir/summary-$phase.md")"
+    grep -q 'device.txt$' <<<"$(tar -tzf "$dir/gpu-check-$phase.tar.gz")" || fail "$phase: the archive has no device.txt"
+}
+
+# run_phase NAME EXPECTED_EXIT ARGS...: gpu_check.sh ARGS with its output in the scratch folder.
+run_phase() {
+    local name=$1 expected=$2 rc
+    shift 2
+    echo "== gpu_check.sh $*"
+    bash tools/gpu_check.sh "$@" >"$scratch/$name.log" 2>&1
+    rc=$?
+    tail -3 "$scratch/$name.log"
+    if [ "$rc" -ne "$expected" ]; then
+        fail "$name: exit $rc, expected $expected"
+        tail -30 "$scratch/$name.log" >&2
+    fi
+}
+
+for phase in build-test bench lessons report; do
+    run_phase "$phase" 0 --dry-run --phase "$phase" --out "$scratch/$phase"
+    expect_outputs "$scratch/$phase" "$phase" passed
+done
+grep -q '^| tests | ok' "$scratch/build-test/summary-build-test.md" || fail "build-test: no passing tests row"
+# (The listing first, then grep: `tar | grep -q` would fail under pipefail when grep stops reading early.)
+lessons_listing=$(tar -tzf "$scratch/lessons/gpu-check-lessons.tar.gz")
+grep -q 'lesson01_naive_fp32.json$' <<<"$lessons_listing" || fail "lessons: the archive has no lesson JSON"
+grep -q 'report/.*\.png$' <<<"$lessons_listing" || fail "lessons: no charts"
+grep -q '^## comparison' "$scratch/lessons/summary-lessons.md" || fail "lessons: the summary quotes no comparison"
+
+# The report phase on an archive a GPU returned (here: the dry run's).
+run_phase report-from 0 --dry-run --phase report --from "$scratch/lessons/gpu-check-lessons.tar.gz" \
+    --out "$scratch/report-from"
+expect_outputs "$scratch/report-from" report passed
+
+# A budget too small for the phase: stopped, exit 3, both files there, the summary says where it stopped.
+run_phase budget 3 --dry-run --phase lessons --budget 1 --out "$scratch/budget"
+expect_outputs "$scratch/budget" lessons "stopped at the budget"
+
+# Killed from outside (a caller's own time limit): the summary is completed by the signal handler.
+echo "== timeout -s TERM 4 gpu_check.sh --dry-run --phase lessons"
+timeout -s TERM 4 bash tools/gpu_check.sh --dry-run --phase lessons --out "$scratch/signal" >"$scratch/signal.log" 2>&1
+rc=$?
+[ "$rc" -eq 3 ] || [ "$rc" -eq 124 ] || fail "signal: exit $rc, expected 3 (or timeout's 124)"
+expect_outputs "$scratch/signal" lessons "stopped at the budget .*signal"
+
+# Usage errors: one message, exit 2.
+run_phase usage 2 --phase nonsense
+run_phase usage-none 2 --dry-run
+
+if ((failures)); then
+    echo "gpu_check_test: $failures check(s) failed"
+    exit 1
+fi
+echo "gpu_check_test: every phase dry-run leaves exactly its summary and archive; budget and signal stops too"
