@@ -53,6 +53,8 @@
 // fragment of D. A GPU adds in its own order and precision, so compare with tolerances, never bit for bit.
 // The CPU backend also stops with a message when a lane of the warp exited or never arrives (divergence), and
 // when an ldmatrix row address is not 16-byte aligned. It cannot check that the address is in shared memory.
+// In the race build each lane's ldmatrix row is recorded as that lane's 16-byte read (ThreadSanitizer), so a
+// missing __syncthreads between a tile's stores and its ldmatrix, or before the next tile overwrites it, is a race.
 //
 // cp.async is not a collective: each thread copies its own 16 bytes, and the copy lands in shared memory some
 // time before that thread's cp_async_wait returns (other threads see it after a __syncthreads that follows the
@@ -78,16 +80,21 @@ __host__ __device__ inline uint32_t pack_halves(__half low, __half high) {
 #include <cstdio>
 #include <source_location>
 
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_read16(void* address);  // ThreadSanitizer's own entry point for a 16-byte read
+#endif
+
 namespace cpu_backend::tensor_core {
 
 // Where a lane called from, for error messages (the first member of every lane's input).
 struct CallSite {
     std::source_location site;
     unsigned warp;  // of the block
+    unsigned lane;
 };
 inline CallSite call_site(std::source_location site) {
     const unsigned linear = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
-    return {site, linear / 32};
+    return {site, linear / 32, linear % 32};
 }
 
 struct MmaInput {
@@ -203,6 +210,13 @@ void ldmatrix(uint32_t* r, const void* row, std::source_location site) {
     LdmatrixOutput out{};
     warp_collective(0xffffffffu, &ldmatrix_combine<kMatrices, kTranspose>, &in, &out, site);
     for (int m = 0; m < kMatrices; ++m) r[m] = out.r[m];
+#if defined(__SANITIZE_THREAD__)
+    // The race build: the combine above read shared memory in the scheduler, which ThreadSanitizer does not watch.
+    // Each row is recorded here as read by the lane that named it, in that lane's context: a store by another warp
+    // not ordered by a barrier (before or after this read) is then reported as a race, with this line's caller.
+    // Recorded after the collective, which orders the warp's own earlier stores before it (as the combine sees them).
+    if (in.call.lane < 8 * kMatrices) __tsan_read16(const_cast<void*>(row));
+#endif
 }
 
 [[noreturn]] inline void cp_async_misaligned(const void* dst, const void* src, std::source_location site) {

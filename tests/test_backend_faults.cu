@@ -468,6 +468,45 @@ __global__ void block_sums_through_helper(const int* in, int n, int* sums) {
     if (threadIdx.x == 0) sums[blockIdx.x] = sum;
 }
 
+// A 16×16 fp16 tile stored by warp 1 and read by warp 0 through ldmatrix (then an mma), then the next tile stored
+// over it: the two barriers are what order the stores before the tensor-core read and the read before the overwrite.
+template <bool kBarrierBefore, bool kBarrierAfter>
+__global__ void tile_through_ldmatrix(const __half* in, float* out) {
+    __shared__ __align__(16) __half tile[16][16];
+    const unsigned lane = threadIdx.x % 32;
+    if (threadIdx.x >= 32) {
+        for (int e = 0; e < 8; ++e) tile[lane / 2][(lane % 2) * 8 + e] = in[lane * 8 + e];  // 8 halves per lane
+    }
+    if constexpr (kBarrierBefore) __syncthreads();
+    float d[4] = {};
+    if (threadIdx.x < 32) {
+        uint32_t a[4];
+        ldmatrix_x4(a, &tile[lane % 16][8 * (lane / 16)]);
+        const uint32_t b[2] = {a[0], a[1]};  // any B: the read of the tile is what matters here
+        mma_m16n8k16_f16_f32(d, a, b, d);
+    }
+    if constexpr (kBarrierAfter) __syncthreads();
+    if (threadIdx.x >= 32) {
+        for (int e = 0; e < 8; ++e) tile[lane / 2][(lane % 2) * 8 + e] = in[256 + lane * 8 + e];  // the next tile
+    }
+    if (threadIdx.x < 32)
+        for (int i = 0; i < 4; ++i) out[threadIdx.x * 4 + i] = d[i];
+}
+constexpr int kTileStoreLine = __LINE__ - 17;
+constexpr int kLdmatrixLine = __LINE__ - 12;
+constexpr int kNextTileStoreLine = __LINE__ - 7;
+
+template <bool kBarrierBefore, bool kBarrierAfter>
+void tile_through_ldmatrix_once() {
+    __half* in = nullptr;
+    float* out = nullptr;
+    CUDA_CHECK(cudaMalloc(&in, 512 * sizeof(__half)));
+    CUDA_CHECK(cudaMemset(in, 0x3c, 512 * sizeof(__half)));  // 0x3c3c: 1.06 as a half
+    CUDA_CHECK(cudaMalloc(&out, 128 * sizeof(float)));
+    launch(tile_through_ldmatrix<kBarrierBefore, kBarrierAfter>, 1, 64, 0, 0, in, out);
+    CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 // Inputs for the children below: values in [0, 10), so many threads share a histogram bin.
 int* race_values() {
     std::vector<int> values(kRaceN);
@@ -485,13 +524,16 @@ int* zeroed_ints(int n) {
 }
 constexpr int kRaceBlocks = (kRaceN + 255) / 256;
 
-void expect_race_report(void (*body)(), int kernel_line) {
+// `other_line`: the other access's line too, when the test knows it.
+void expect_race_report(void (*body)(), int kernel_line, int other_line = 0) {
     const test_support::ChildResult child = test_support::run_in_child(body);
     INFO("child output:\n" << child.output);
     REQUIRE_FALSE(child.exit_code == 0);  // halt_on_error: the program stops at the first race
     REQUIRE(child.output.find("WARNING: ThreadSanitizer: data race") != std::string::npos);
     const std::string line = "test_backend_faults.cu:" + std::to_string(kernel_line);
-    REQUIRE(child.output.find(line) != std::string::npos);             // at the kernel's source line
+    REQUIRE(child.output.find(line) != std::string::npos);  // at the kernel's source line
+    if (other_line)
+        REQUIRE(child.output.find("test_backend_faults.cu:" + std::to_string(other_line)) != std::string::npos);
     REQUIRE(child.output.find("CUDA thread (") != std::string::npos);  // naming the CUDA threads involved
 }
 
@@ -545,6 +587,14 @@ TEST_CASE("must fail: the race build reports a missing __syncthreads at its line
     // The tiled GEMM above without its second barrier: a fast thread overwrites a tile others still read.
     expect_race_report([] { matmul_mismatches(false); }, kGemmTileReadLine);
     expect_no_race([] { matmul_mismatches(true); });
+}
+
+// ldmatrix reads shared memory in the scheduler, on behalf of the warp: each lane's row is recorded as its read.
+TEST_CASE("must fail: the race build reports a missing __syncthreads around a tensor-core tile at both lines",
+          "[backend][race][must-fail]") {
+    expect_race_report(tile_through_ldmatrix_once<false, true>, kLdmatrixLine, kTileStoreLine);
+    expect_race_report(tile_through_ldmatrix_once<true, false>, kLdmatrixLine, kNextTileStoreLine);
+    expect_no_race(tile_through_ldmatrix_once<true, true>);
 }
 #endif
 #endif

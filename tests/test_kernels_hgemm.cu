@@ -37,6 +37,7 @@ struct HgemmCase {
     int offset = 0;  // halves (and outputs) between the allocation and the matrix (odd → not 16-byte aligned)
     float alpha = 1.0f;
     bool bias = false, relu = false;
+    bool aligned_ld = false;  // every leading dimension rounded up to a multiple of 8 halves first (16-byte rows)
 };
 
 // Inputs of one GEMM in host memory, laid out as the kernels see them (leading dimensions, offset, NaN padding),
@@ -98,9 +99,12 @@ HgemmProblem make_problem(std::mt19937_64& rng, Transpose ta, Transpose tb, cons
     const bool trans_a = ta == Transpose::yes, trans_b = tb == Transpose::yes;
     const int a_rows = trans_a ? c.K : c.M, a_cols = trans_a ? c.M : c.K;
     const int b_rows = trans_b ? c.N : c.K, b_cols = trans_b ? c.K : c.N;
-    p.lda = std::max(a_cols, 1) + c.pad;
-    p.ldb = std::max(b_cols, 1) + c.pad;
-    p.ldc = std::max(c.N, 1) + c.pad;
+    const auto ld = [&c](int cols) {
+        return (c.aligned_ld ? (std::max(cols, 1) + 7) / 8 * 8 : std::max(cols, 1)) + c.pad;
+    };
+    p.lda = ld(a_cols);
+    p.ldb = ld(b_cols);
+    p.ldc = ld(c.N);
     p.a = make_matrix(rng, a_rows, a_cols, p.lda, c.offset);
     p.b = make_matrix(rng, b_rows, b_cols, p.ldb, c.offset);
     p.bias = make_matrix(rng, 1, std::max(c.N, 1), std::max(c.N, 1), 0);
@@ -264,6 +268,33 @@ void check_layouts_and_epilogue(HgemmVersion v) {
                    });
 }
 
+// Every residue 1–7 (mod 8) of M, N and K on the 16-byte path: leading dimensions rounded up to a multiple of 8
+// halves plus 8 more (NaN), aligned pointers. Each dimension is the copied row's length for some transpose
+// combination, so a 16-byte chunk let past a row's end (an off-by-one in the "whole chunk left" test) reads the NaN
+// padding at the residue that exposes it. A Latin square of residues (each dimension takes every residue once), and
+// all three ≡ 7; sizes cross the 64-wide block tile and the 32-deep k-tile.
+void check_every_residue(HgemmVersion v) {
+    std::vector<HgemmCase> cases;
+    for (int i = 0; i < 7; ++i) {
+        HgemmCase c{56 + (i + 1), 64 + ((i + 3) % 7 + 1), 32 + ((i + 5) % 7 + 1), /*pad=*/8};
+        c.aligned_ld = true;
+        cases.push_back(c);
+    }
+    HgemmCase sevens{63, 71, 39, /*pad=*/8, 0, 1.0f, /*bias=*/true, /*relu=*/true};
+    sevens.aligned_ld = true;
+    cases.push_back(sevens);
+    auto rng = test_support::rng_for_test();
+    for (const HgemmCase& c : cases) {
+        for (Transpose ta : kTransposes) {
+            for (Transpose tb : kTransposes) {
+                const HgemmProblem p = make_problem(rng, ta, tb, c);
+                run_and_check(p, run_version<float>(v), hgemm_version_name(v));
+                run_and_check(p, run_version<__half>(v), hgemm_version_name(v));
+            }
+        }
+    }
+}
+
 }  // namespace
 
 #define HGEMM_STEP_TESTS(VERSION, LABEL)                                                                         \
@@ -275,6 +306,11 @@ void check_layouts_and_epilogue(HgemmVersion v) {
               "[kernels][hgemm]") {                                                                              \
         REQUIRE_DEVICE();                                                                                        \
         check_layouts_and_epilogue(HgemmVersion::VERSION);                                                       \
+    }                                                                                                            \
+    TEST_CASE("hgemm " LABEL " takes every residue 1-7 (mod 8) of M N K with 16-byte aligned padded rows",       \
+              "[kernels][hgemm]") {                                                                              \
+        REQUIRE_DEVICE();                                                                                        \
+        check_every_residue(HgemmVersion::VERSION);                                                              \
     }
 
 HGEMM_STEP_TESTS(warp_tile, "warp_tile (step 1)")

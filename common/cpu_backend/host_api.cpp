@@ -415,7 +415,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
     } else if (cpu_backend::is_pageable(src, bytes)) {
         cpu_backend::enqueue_staged_copy(stream, dst, src, bytes);
     } else {
-        cpu_backend::enqueue(stream, [dst, src, bytes] { std::memmove(dst, src, bytes); });
+        cpu_backend::enqueue(stream, [dst, src, bytes] { cpu_backend::copy_in_parts(dst, src, bytes); });
     }
     return cudaSuccess;
 }

@@ -51,6 +51,9 @@ using Work = std::function<void()>;
 void enqueue(cudaStream_t stream, Work work);
 // Queues work and waits until it has run (a copy to pageable memory, a synchronous cudaMemcpy).
 void enqueue_and_wait(cudaStream_t stream, Work work);
+// The work of a queued copy: a plain memmove, except under stream fuzzing on a stream other than stream 0, where the
+// copy lands in two halves, the second once no other stream has work it could run (streams.cpp's header).
+void copy_in_parts(void* dst, const void* src, size_t bytes);
 // Copies a pageable source aside now, then queues the copy from there: the caller may reuse its buffer at once.
 void enqueue_staged_copy(cudaStream_t stream, void* dst, const void* src, size_t bytes);
 // Waits until every stream has finished all work queued so far (cudaDeviceSynchronize).

@@ -14,7 +14,10 @@
 //     reads steady_clock when the stream reaches it, so elapsed times measure what really ran in between.
 // Every dependency points to an item queued earlier, so waits can never form a cycle. Under CUDA_CPU_FUZZ=<seed>
 // each stream sleeps a seeded random time before each item (0 to 0.25, 1 or 4 ms: a pace per stream and seed), so a
-// missing wait shows up for many seeds, and always for the same ones.
+// missing wait shows up for many seeds, and always for the same ones. And a cudaMemcpyAsync on a stream other than
+// stream 0 lands in two halves (copy_in_parts): the first when the stream reaches it, the second only once no other
+// stream has work it could run (at least 2 ms later, at most 100 ms), so whoever reads the destination, or refills
+// the source, without waiting for the copy's event sees a half-done copy whatever the seed.
 #include <pthread.h>
 
 #include <algorithm>
@@ -50,11 +53,12 @@ struct WorkItem {
 };
 
 struct StreamState {
-    uint64_t id = 0;        // creation number: seeds this stream's fuzz delays (the legacy stream is 0)
-    bool legacy = false;    // the legacy default stream, stream 0
-    bool blocking = true;   // synchronizes with the legacy default stream
+    uint64_t id = 0;       // creation number: seeds this stream's fuzz delays (the legacy stream is 0)
+    bool legacy = false;   // the legacy default stream, stream 0
+    bool blocking = true;  // synchronizes with the legacy default stream
     std::deque<WorkItem> queue;
     uint64_t submitted = 0, completed = 0;  // item numbers: queued so far, finished so far
+    bool active = false;  // running an item (or sleeping its fuzz delay before one), not waiting for anything
     bool thread_running = false;
     bool destroyed = false;  // cudaStreamDestroy: the worker ends once the queue is empty
 };
@@ -112,19 +116,26 @@ std::atomic<bool>& async_flag() {
 }
 
 thread_local bool on_stream_worker = false;
+thread_local StreamState* running_stream = nullptr;  // the stream whose worker this thread is
 
 bool satisfied(const Dependency& d) {
     return d.stream->completed >= d.item;
 }
 
+// Whether the stream runs an item now or could start its next one. Called with sync().mutex held.
+bool has_runnable_work(const StreamState& s) {
+    return s.active ||
+           (!s.queue.empty() && std::all_of(s.queue.front().after.begin(), s.queue.front().after.end(), satisfied));
+}
+
 void remove_from_registry(const StreamState* s) {
     auto& live = registry().live;
-    live.erase(std::remove_if(live.begin(), live.end(), [s](const StreamRef& r) { return r.get() == s; }),
-               live.end());
+    live.erase(std::remove_if(live.begin(), live.end(), [s](const StreamRef& r) { return r.get() == s; }), live.end());
 }
 
 void worker_loop(StreamRef s) {
     on_stream_worker = true;
+    running_stream = s.get();
     std::mt19937_64 rng;
     uint64_t seeded_generation = ~uint64_t{0};
     unsigned max_delay_us = 0;
@@ -136,9 +147,14 @@ void worker_loop(StreamRef s) {
             remove_from_registry(s.get());
             return;
         }
+        // Taken off the queue only once runnable: until then has_runnable_work sees it waiting there.
+        sync().progress.wait(lock, [&] {
+            const WorkItem& front = s->queue.front();
+            return std::all_of(front.after.begin(), front.after.end(), satisfied);
+        });
         WorkItem item = std::move(s->queue.front());
         s->queue.pop_front();
-        sync().progress.wait(lock, [&] { return std::all_of(item.after.begin(), item.after.end(), satisfied); });
+        s->active = true;
         unsigned delay_us = 0;
         if (const Registry& r = registry(); r.fuzz) {
             if (seeded_generation != r.fuzz_generation) {  // the same seed gives every stream the same delays
@@ -158,6 +174,7 @@ void worker_loop(StreamRef s) {
         item.work();
         item = {};  // release what the work captured (a staging buffer) before reporting completion
         lock.lock();
+        s->active = false;
         ++s->completed;
         sync().progress.notify_all();
     }
@@ -269,6 +286,41 @@ void enqueue_and_wait(cudaStream_t stream, Work work) {
     wait_locked(lock, s, enqueue_locked(s, std::move(work), nullptr));
 }
 
+void copy_in_parts(void* dst, const void* src, size_t bytes) {
+    StreamState* self = running_stream;
+    bool split;
+    {
+        std::lock_guard lock(sync().mutex);
+        split = registry().fuzz && self && !self->legacy && bytes >= 2;
+    }
+    auto* d = static_cast<unsigned char*>(dst);
+    const auto* from = static_cast<const unsigned char*>(src);
+    if (!split || (d < from + bytes && from < d + bytes)) {  // overlapping ranges: memmove's order matters
+        std::memmove(dst, src, bytes);
+        return;
+    }
+    const size_t first = bytes / 2;
+    std::memcpy(d, from, first);
+    {
+        // The other half lands once no other stream could still run something that reads it first (or until the
+        // limit: a kernel spinning on a host flag set after this copy must not wait forever). The grace gives the
+        // host time to queue the reader that follows this copy.
+        std::unique_lock lock(sync().mutex);
+        self->active = false;  // another stream's copy waiting the same way must not wait for this one
+        sync().progress.notify_all();
+        const auto start = std::chrono::steady_clock::now();
+        sync().progress.wait_until(lock, start + std::chrono::milliseconds(2), [] { return false; });
+        sync().progress.wait_until(lock, start + std::chrono::milliseconds(100), [self] {
+            const auto& live = registry().live;
+            return std::none_of(live.begin(), live.end(), [self](const StreamRef& other) {
+                return other.get() != self && has_runnable_work(*other);
+            });
+        });
+        self->active = true;
+    }
+    std::memcpy(d + first, from + first, bytes - first);
+}
+
 void enqueue_staged_copy(cudaStream_t stream, void* dst, const void* src, size_t bytes) {
     Registry& r = registry();
     {
@@ -280,7 +332,7 @@ void enqueue_staged_copy(cudaStream_t stream, void* dst, const void* src, size_t
     if (!staged) fatal("cannot stage a %zu-byte pageable copy", bytes);
     std::memcpy(staged, src, bytes);  // the caller may reuse its buffer as soon as this call returns
     enqueue(stream, [dst, staged, bytes, &r] {
-        std::memcpy(dst, staged, bytes);
+        copy_in_parts(dst, staged, bytes);
         std::free(staged);
         std::lock_guard lock(sync().mutex);
         r.staged_bytes -= bytes;
@@ -367,7 +419,9 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     std::unique_lock lock(cpu_backend::sync().mutex);
     const auto& s = cpu_backend::resolve(stream);
     // Stream 0 also waits for the blocking streams' earlier work: an empty item on it carries exactly those waits.
-    const uint64_t item = s->legacy ? cpu_backend::enqueue_locked(s, [] {}, nullptr) : s->submitted;
+    const uint64_t item = s->legacy ? cpu_backend::enqueue_locked(
+                                          s, [] {}, nullptr)
+                                    : s->submitted;
     cpu_backend::wait_locked(lock, s, item);
     return cudaSuccess;
 }
@@ -385,7 +439,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     if (cpu_backend::event_complete(e)) return cudaSuccess;  // never recorded, or already reached: nothing to wait
     // The event's most recent record at the time of this call, as CUDA says: a later record does not move it.
     const cpu_backend::Dependency after{e.stream, e.item};
-    cpu_backend::enqueue_locked(cpu_backend::resolve(stream), [] {}, &after);
+    cpu_backend::enqueue_locked(
+        cpu_backend::resolve(stream), [] {}, &after);
     return cudaSuccess;
 }
 
