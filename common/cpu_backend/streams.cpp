@@ -110,6 +110,13 @@ std::atomic<bool>& async_flag() {
         const char* a = std::getenv("CUDA_CPU_ASYNC");
         if (!a || !*a || std::strcmp(a, "0") == 0) return false;
         if (std::strcmp(a, "1") != 0) fatal("CUDA_CPU_ASYNC must be 0 or 1, not '%s'", a);
+#if defined(CUDA_TEACH_RACECHECK)
+        // ThreadSanitizer crashed inside its own runtime ("SEGV ... nested bug") in 1 of 2 runs of lesson 03 with
+        // asynchronous streams, and the cause was not found: refused rather than trusted. The plain cpu tree runs
+        // asynchronous streams (CI: CUDA_CPU_ASYNC=1 CUDA_CPU_FUZZ=5 over the whole suite).
+        fatal("CUDA_CPU_ASYNC=1 is not supported in the race build (ThreadSanitizer has crashed in its own runtime "
+              "with asynchronous streams); run it in the plain cpu tree, build/cpu");
+#endif
         return true;
     }()};
     return flag;
