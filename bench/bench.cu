@@ -15,9 +15,10 @@
 // Figures are printed, never asserted. Method (what keeps them honest):
 //   * validation first: each step and every transpose against the float64 reference (and cuBLAS through the same
 //     row-major wrapper), so a fast wrong kernel is reported as wrong, not fast. Two shapes: 131×67×97 (off every
-//     tile boundary: steps 5–6's element-wise fallback, 64×64 tiles) and 1284×1412×36 (leading dimensions
-//     multiples of 4 and 11 × 12 = 132 output tiles: the float4 loads and 128×128 tiles — the paths timed at the
-//     large shapes; on the CPU backend only steps 4–6 run this one, the others would take minutes);
+//     tile boundary: steps 5–6's element-wise fallback; on a GPU steps 4–6's 16×16 tiles, the small-batch path)
+//     and 2180×2052×20 (leading dimensions multiples of 4 and 18 × 17 = 306 output tiles of 128×128, ≥ 2 per SM
+//     up to 153 SMs: the float4 loads and 128×128 tiles — the paths timed at the large shapes; on the CPU backend
+//     only steps 4–6 run this one, the others would take minutes);
 //   * CUDA events around the runs, after warm-up runs; the median of the runs (robust to a stray slow one);
 //   * two timings per GEMM: "launch", one launch between two events, synchronized after each (what a lone call
 //     costs, host launch overhead included), and "stream", n launches back to back on one stream between two
@@ -276,11 +277,13 @@ using GemmFunction = std::function<void(Transpose, Transpose, int, int, int, flo
 struct ValidationShape {
     int M, N, K;
 };
-// Off every tile boundary (steps 5–6: element-wise loads; steps 4–6: 64×64 tiles).
+// Off every tile boundary (steps 5–6: element-wise loads; steps 4–6: 16×16 tiles on a GPU, whose SMs 45 blocks
+// cannot fill, 128×128 on the CPU backend's one worker: choose_gemm_tile in kernels/gemm_common.cuh).
 constexpr ValidationShape kOddShape{131, 67, 97};
-// Every leading dimension a multiple of 4 (steps 5–6: float4 loads) and ceil(1284/128) · ceil(1412/128) = 11 · 12 =
-// 132 output tiles (steps 4–6: 128×128 tiles), the paths the large timed shapes take.
-constexpr ValidationShape kAlignedShape{1284, 1412, 36};
+// Every leading dimension a multiple of 4 (steps 5–6: float4 loads) and ceil(2180/128) · ceil(2052/128) = 18 · 17 =
+// 306 output tiles: steps 4–6 choose 128×128 tiles on a GPU with up to 153 SMs (they want ≥ 2 blocks per SM), the
+// paths the large timed shapes take. K = 20: three k-steps, the last one partial.
+constexpr ValidationShape kAlignedShape{2180, 2052, 20};
 
 bool validate_gemm(const char* name, const GemmFunction& gemm_fn, bool epilogue_supported, ValidationShape shape) {
     bool ok = true;
@@ -460,8 +463,8 @@ using HgemmFunction = std::function<void(Transpose, Transpose, int, int, int, fl
                                          int, float*, int, HgemmEpilogue)>;
 
 // Every leading dimension a multiple of 8 (steps 2–3: 16-byte copies) and ceil(1288/128) · ceil(1416/128) = 11 · 12
-// = 132 output tiles (128×128 tiles): the paths the large timed shapes take. (kAlignedShape's 1284, 1412 and 36 are
-// multiples of 4 only.)
+// = 132 output tiles (128×128 tiles): the paths the large timed shapes take. (kAlignedShape's sizes are multiples of
+// 4 only.)
 constexpr ValidationShape kHgemmAlignedShape{1288, 1416, 40};
 
 // Against the float64 reference on the same fp16 values (exact in float). Each product of two fp16 values is exact
@@ -800,7 +803,7 @@ int main(int argc, char** argv) {
 
     // 1. Validate, before any timing.
     std::printf(
-        "\nValidating against the float64 reference (all transposes; M=131 N=67 K=97, and M=1284 N=1412 K=36%s "
+        "\nValidating against the float64 reference (all transposes; M=131 N=67 K=97, and M=2180 N=2052 K=20%s "
         "or, for HGEMM, M=1288 N=1416 K=40):\n",
         kCpuBackend ? " for GEMM steps 4-6 only" : "");
     bool ok = true;

@@ -10,11 +10,13 @@
 //   1 naive             gemm_v1_naive.cuh             one thread per output, threadIdx.x → row (mostly uncoalesced)
 //   2 coalesced         gemm_v2_coalesced.cuh         threadIdx.x → column: a warp's accesses coalesce
 //   3 smem_tiled        gemm_v3_smem_tiled.cuh        32×32 tiles staged through shared memory
-//   4 register_blocked  gemm_v4_register_blocked.cuh  8×8 outputs per thread in registers (128×128 or 64×64 tiles)
+//   4 register_blocked  gemm_v4_register_blocked.cuh  8×8 outputs per thread in registers (128×128 tiles; smaller
+//                                                     ones when the output is too small to give every SM 2 blocks)
 //   5 vectorized        gemm_v5_vectorized.cuh        float4 loads and stores, k-major A tile: conflict-free
 //   6 double_buffered   gemm_v6_double_buffered.cuh   the next tiles load while this one is multiplied
 // Every step takes any M, N, K and leading dimensions and applies the epilogue (bias, ReLU, alpha, beta) the same
-// way (contract: gemm_common.cuh). Steps 4–6 give the same bits as each other.
+// way (contract: gemm_common.cuh). Steps 4–6 give the same bits as each other, whatever tile they choose
+// (choose_gemm_tile in gemm_common.cuh: the biggest of 128, 64, 32, 16 with ≥ 2 blocks per SM of this GPU).
 #pragma once
 
 #include <stdexcept>

@@ -118,16 +118,68 @@ inline void gemm_check_grid_y(const char* who, const char* dimension, int size, 
     throw std::invalid_argument(text);
 }
 
-// ---- Block tiles of steps 4–6 --------------------------------------------------------------------------------------
-// Steps 4–6 compute a BM×BN = 128×128 tile of C per block (256 threads of 8×8 outputs each), or 64×64 (64 threads)
-// when 128×128 tiles would number fewer than 128: a batch-128 layer (128×1024: 8 tiles) would otherwise occupy 8
-// of an H200's 132 SMs. Each output sums its K terms in the same order either way (one fmaf per k, ascending), so the
-// two give the same bits; the tests force each through the steps' *_with_tile launchers and compare.
+// ---- Block tiles ----------------------------------------------------------------------------------------------------
+// The fp16 GEMM (hgemm_common.cuh) computes a 128×128 tile of C per block, or 64×64 when 128×128 tiles would number
+// fewer than 128 (a batch-128 layer, 128×1024, is 8 of them). The fp32 steps 4–6 choose among more tiles, below.
 enum class GemmTile { t64 = 64, t128 = 128 };
 
 inline GemmTile gemm_tile_for(int M, int N) {
     const long long tiles_128 = static_cast<long long>(ceil_div(M, 128)) * ceil_div(N, 128);
     return tiles_128 < 128 ? GemmTile::t64 : GemmTile::t128;
+}
+
+// Steps 4–6 compute a BM×BN tile of C per block, each thread TM×TN outputs of it in registers:
+//     GemmBlockTile   BM×BN     threads   TM×TN per thread
+//     t128            128×128   256       8×8
+//     t64              64×64     64       8×8
+//     t32              32×32     64       4×4
+//     t16              16×16     64       2×2
+// A bigger tile reuses every value it loads more often (a thread's TM + TN operands feed TM·TN multiply-adds), but
+// the grid has fewer blocks, and blocks are what an SM's warp schedulers choose between while one waits on a load
+// or a barrier. At the lessons' batch of 128 a 1024-wide layer is 8 tiles of 128×128 (or 32 of 64×64, 2 warps
+// each): most of an H200's 132 SMs would sit idle. So the launchers take the biggest tile that still gives every SM
+// at least 2 blocks (choose_gemm_tile), and the smallest (the most blocks) when even that one cannot (the 10-wide
+// output layer: 8 blocks of 16×16). No split-K: whatever the tile, each output sums its K terms in the same order
+// (one fmaf per k, ascending, from 0), so every tile gives the same bits and a lesson's weights do not depend on
+// the GPU it ran on. The tests force each tile through the steps' *_with_tile launchers and compare.
+enum class GemmBlockTile { t16 = 16, t32 = 32, t64 = 64, t128 = 128 };
+
+template <int kTile>
+struct GemmTileShape {
+    static constexpr int BM = kTile, BN = kTile, BK = 8;
+    static constexpr int TM = kTile >= 64 ? 8 : kTile / 8, TN = TM;
+    static constexpr int kThreads = (BM / TM) * (BN / TN);
+    // __launch_bounds__'s second argument in steps 5–6: the blocks that must fit on one SM together. 16 warps per
+    // SM (2 blocks of 256 threads, 8 of 64) leaves each thread 65536 / 512 = 128 registers: room for the 8×8
+    // accumulators, their operands and step 6's float4s in flight without spilling (ptxas -v, sm_90).
+    static constexpr int kMinBlocksPerSm = 512 / kThreads;
+    static_assert(BM % (4 * TM) == 0 && kThreads % 32 == 0, "whole float4 rows per tile, whole warps per block");
+};
+
+// The grid of an M×N output in this tile, in blocks.
+inline long long gemm_block_count(GemmBlockTile tile, int M, int N) {
+    const int t = static_cast<int>(tile);
+    return static_cast<long long>(ceil_div(M, t)) * ceil_div(N, t);
+}
+
+// The tile for an M×N output on a GPU with sm_count SMs: the biggest whose grid has ≥ 2 blocks per SM, else the
+// smallest. K plays no part (no split-K). Pure, so the tests pass 132 (an H100 SXM's or H200's count); the
+// launchers pass gemm_sm_count(). On the CPU backend an "SM" is a worker thread (1 by default), so big tiles win
+// there, which suits it: fewer, fatter threads to emulate.
+inline GemmBlockTile choose_gemm_tile(int M, int N, int sm_count) {
+    const long long wanted = 2LL * (sm_count > 0 ? sm_count : 1);
+    for (const GemmBlockTile tile : {GemmBlockTile::t128, GemmBlockTile::t64, GemmBlockTile::t32}) {
+        if (gemm_block_count(tile, M, N) >= wanted) return tile;
+    }
+    return GemmBlockTile::t16;
+}
+
+// The current device's SM count (a cached attribute in the runtime: cheap enough to ask at every launch).
+inline int gemm_sm_count() {
+    int device = 0, sm_count = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+    return sm_count;
 }
 
 // ---- 16-byte accesses of steps 5–6 -------------------------------------------------------------------------------
@@ -142,6 +194,27 @@ __device__ __forceinline__ float4 load_4_floats(const float* p, int in_bounds, b
     if (in_bounds > 2) v.z = p[2];
     if (in_bounds > 3) v.w = p[3];
     return v;
+}
+
+// out[0..n-1] = p[0..n-1] from shared memory, with 16-byte loads (n = 4 or 8), or one 8-byte load (n = 2): the
+// operands a thread of steps 5–6 takes per k. p must be aligned to the load (the tiles' layout guarantees it).
+template <int n>
+__device__ __forceinline__ void load_shared_floats(const float* p, float* out) {
+    if constexpr (n == 2) {
+        const float2 v = *reinterpret_cast<const float2*>(p);
+        out[0] = v.x;
+        out[1] = v.y;
+    } else {
+        static_assert(n % 4 == 0, "2, 4 or 8 floats");
+#pragma unroll
+        for (int i = 0; i < n; i += 4) {
+            const float4 v = *reinterpret_cast<const float4*>(p + i);
+            out[i + 0] = v.x;
+            out[i + 1] = v.y;
+            out[i + 2] = v.z;
+            out[i + 3] = v.w;
+        }
+    }
 }
 
 // float4 access needs every row start 16-byte aligned. (cudaMalloc returns 256-byte aligned memory; a view at an

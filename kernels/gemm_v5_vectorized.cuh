@@ -9,6 +9,8 @@
 //             128 contiguous bytes, every bank once (8 consecutive columns per thread would be 32 bytes apart per
 //             lane: a 2-way conflict);
 //           * the epilogue stores float4s.
+//           The small-output tiles (choose_gemm_tile, as in step 4) work the same way: a thread of a 32×32 tile (4×4
+//           outputs) reads one float4 of each operand per k, of a 16×16 tile (2×2) one float2, and stores floats.
 // costs:    an operand stored with k contiguous (A not transposed, B transposed) arrives as 4 k of one m or n and
 //           is transposed into its k-major tile with 4 scalar stores (conflict-free: see the padding below).
 // fallback: float4 needs 16-byte aligned addresses: aligned base pointers and every leading dimension a multiple of
@@ -17,29 +19,35 @@
 //           and zero fill, and the epilogue stores one float at a time: any M, N, K, lda, ldb, ldc works.
 // computes: C = act(alpha·op(A)·op(B) + beta·C + bias), the contract in kernels/gemm_common.cuh.
 // reference: reference::gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), common/reference_ops.h.
-// launch:   BM·BN/64 threads (256, or 64 for 64×64); grid (ceil(N / BN), ceil(M / BM)); M ≤ 65535·BM.
+// launch:   GemmTileShape<tile>::kThreads threads (256 for 128×128, 64 for the others); grid (ceil(N / BN),
+//           ceil(M / BM)); M ≤ 65535·BM.
 #pragma once
 
 #include "kernels/gemm_common.cuh"
 
+// __launch_bounds__: at most kThreads per block, and kMinBlocksPerSm of them resident per SM (a 128-register cap).
 template <int kTile, bool kTransA, bool kTransB>
-__global__ void __launch_bounds__(kTile* kTile / 64)
+__global__ void __launch_bounds__(GemmTileShape<kTile>::kThreads, GemmTileShape<kTile>::kMinBlocksPerSm)
     gemm_vectorized_kernel(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
                            float beta, float* C, int ldc, const float* bias, bool relu, bool use_float4) {
-    constexpr int BM = kTile, BN = kTile, BK = 8, TM = 8, TN = 8;
-    constexpr int kThreads = (BM / TM) * (BN / TN);
-    // Rows padded by 4 floats: still 16-byte aligned, and since BM + 4 ≡ 4 (mod 32 banks), the transposed stores
-    // (a warp: 16 m × 2 groups of 4 k) land in banks 4k + m mod 32, all different.
+    using Shape = GemmTileShape<kTile>;
+    constexpr int BM = Shape::BM, BN = Shape::BN, BK = Shape::BK, TM = Shape::TM, TN = Shape::TN;
+    constexpr int kThreads = Shape::kThreads;
+    // A thread's TN columns: TN / kVec groups of kVec consecutive ones, BN / kGroups apart (8: 4tx.. and BN/2 + 4tx..).
+    constexpr int kVec = TN >= 4 ? 4 : TN, kGroups = TN / kVec;
+    // Rows padded by 4 floats: still 16-byte aligned, and since BM + 4 ≡ 4 (mod 8), the transposed stores (a warp:
+    // 16 m × 2 groups of 4 k, the groups 4 rows = 16 banks apart) land in 32 different banks.
     __shared__ __align__(16) float a_tile[BK][BM + 4];  // a_tile[k][m] = op(A)[row0 + m][k0 + k]
     __shared__ __align__(16) float b_tile[BK][BN + 4];  // b_tile[k][n] = op(B)[k0 + k][col0 + n]
 
     const int tid = threadIdx.x;
-    const int tx = tid % (BN / TN), ty = tid / (BN / TN);  // rows 8ty..8ty+7; columns 4tx.. and BN/2 + 4tx..
+    const int tx = tid % (BN / TN), ty = tid / (BN / TN);  // rows TM·ty..; columns kVec·tx.. in each group
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     float acc[TM][TN] = {};
 
     for (int k0 = 0; k0 < K; k0 += BK) {
-        for (int f = tid; f < BM * BK / 4; f += kThreads) {  // f: which float4 of the tile (1 per thread at 128×128)
+        // f: which float4 of the tile (1 per thread at 128×128 and 32×32, 2 at 64×64; at 16×16 half the threads)
+        for (int f = tid; f < BM * BK / 4; f += kThreads) {
             if (!kTransA) {  // A stored M×K: 4 k of row m; a warp reads 16 rows × 32 bytes; 4 transposed stores
                 const int m = f / (BK / 4), k = f % (BK / 4) * 4;
                 const float4 v =
@@ -76,13 +84,12 @@ __global__ void __launch_bounds__(kTile* kTile / 64)
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
             // A quarter-warp's 8 lanes share ty (a_tile: one address, a broadcast) and have consecutive tx (b_tile:
-            // 8 consecutive float4s). Conflict-free.
-            const float4 a_lo = *reinterpret_cast<const float4*>(&a_tile[k][TM * ty]);
-            const float4 a_hi = *reinterpret_cast<const float4*>(&a_tile[k][TM * ty + 4]);
-            const float4 b_lo = *reinterpret_cast<const float4*>(&b_tile[k][4 * tx]);
-            const float4 b_hi = *reinterpret_cast<const float4*>(&b_tile[k][BN / 2 + 4 * tx]);
-            const float a[TM] = {a_lo.x, a_lo.y, a_lo.z, a_lo.w, a_hi.x, a_hi.y, a_hi.z, a_hi.w};
-            const float b[TN] = {b_lo.x, b_lo.y, b_lo.z, b_lo.w, b_hi.x, b_hi.y, b_hi.z, b_hi.w};
+            // 8 consecutive float4s). Conflict-free. (TN = 2: 8-byte loads, a half-warp at a time: 2 ty, 8 float2s.)
+            float a[TM], b[TN];
+            load_shared_floats<TM>(&a_tile[k][TM * ty], a);
+#pragma unroll
+            for (int g = 0; g < kGroups; ++g)
+                load_shared_floats<kVec>(&b_tile[k][g * (BN / kGroups) + kVec * tx], &b[kVec * g]);
 #pragma unroll
             for (int i = 0; i < TM; ++i) {
 #pragma unroll
@@ -92,43 +99,61 @@ __global__ void __launch_bounds__(kTile* kTile / 64)
         __syncthreads();
     }
 
-    // acc[i][4h + j] is C[8ty + i][h·BN/2 + 4tx + j]: a quarter-warp's float4 stores cover 128 contiguous bytes
-    // (gemm_epilogue_4 in gemm_common.cuh; one float at a time where unaligned or at the right edge).
+    // acc[i][kVec·g + j] is C[TM·ty + i][g·BN/kGroups + kVec·tx + j]: a quarter-warp's float4 stores cover 128
+    // contiguous bytes (gemm_epilogue_4 in gemm_common.cuh; one float at a time where unaligned, at the right edge,
+    // and for the 2 columns of a 16×16 tile's thread).
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
         const int row = row0 + TM * ty + i;
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int col = col0 + h * (BN / 2) + 4 * tx;
+        for (int g = 0; g < kGroups; ++g) {
+            const int col = col0 + g * (BN / kGroups) + kVec * tx;
             if (row < M && col < N) {
-                gemm_epilogue_4(C + row * ldc + col, N - col, use_float4, &acc[i][4 * h], alpha, beta, bias, relu, col);
+                gemm_epilogue_4(C + row * ldc + col, N - col < kVec ? N - col : kVec, use_float4 && kVec == 4,
+                                &acc[i][kVec * g], alpha, beta, bias, relu, col);
             }
         }
     }
 }
 
-// Runs step 5 with the given block tile (the tests force each; gemm_vectorized picks by output size).
-inline void gemm_vectorized_with_tile(GemmTile tile, Transpose op_a, Transpose op_b, int M, int N, int K, float alpha,
-                                      const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc,
-                                      GemmEpilogue epilogue, cudaStream_t stream) {
+template <int kTile>
+void gemm_vectorized_launch(Transpose op_a, Transpose op_b, int M, int N, int K, float alpha, const float* A, int lda,
+                            const float* B, int ldb, float beta, float* C, int ldc, GemmEpilogue epilogue,
+                            cudaStream_t stream) {
+    const auto kernel = gemm_pick_transposes(
+        op_a, op_b, gemm_vectorized_kernel<kTile, false, false>, gemm_vectorized_kernel<kTile, false, true>,
+        gemm_vectorized_kernel<kTile, true, false>, gemm_vectorized_kernel<kTile, true, true>);
+    launch(kernel, dim3(ceil_div(N, kTile), ceil_div(M, kTile)), dim3(GemmTileShape<kTile>::kThreads), 0, stream, M, N,
+           K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue.bias, epilogue.relu,
+           gemm_can_use_float4(A, lda, B, ldb, C, ldc));
+}
+
+// Runs step 5 with the given block tile (the tests force each; gemm_vectorized lets choose_gemm_tile pick).
+inline void gemm_vectorized_with_tile(GemmBlockTile tile, Transpose op_a, Transpose op_b, int M, int N, int K,
+                                      float alpha, const float* A, int lda, const float* B, int ldb, float beta,
+                                      float* C, int ldc, GemmEpilogue epilogue, cudaStream_t stream) {
     if (!gemm_check_arguments("gemm_vectorized", op_a, op_b, M, N, K, A, lda, B, ldb, C, ldc)) return;
-    const int bt = static_cast<int>(tile);
-    gemm_check_grid_y("gemm_vectorized", "M", M, bt);
-    const auto kernel =
-        tile == GemmTile::t64
-            ? gemm_pick_transposes(op_a, op_b, gemm_vectorized_kernel<64, false, false>,
-                                   gemm_vectorized_kernel<64, false, true>, gemm_vectorized_kernel<64, true, false>,
-                                   gemm_vectorized_kernel<64, true, true>)
-            : gemm_pick_transposes(op_a, op_b, gemm_vectorized_kernel<128, false, false>,
-                                   gemm_vectorized_kernel<128, false, true>, gemm_vectorized_kernel<128, true, false>,
-                                   gemm_vectorized_kernel<128, true, true>);
-    launch(kernel, dim3(ceil_div(N, bt), ceil_div(M, bt)), dim3(bt * bt / 64), 0, stream, M, N, K, alpha, A, lda, B,
-           ldb, beta, C, ldc, epilogue.bias, epilogue.relu, gemm_can_use_float4(A, lda, B, ldb, C, ldc));
+    gemm_check_grid_y("gemm_vectorized", "M", M, static_cast<int>(tile));
+    switch (tile) {
+        case GemmBlockTile::t16:
+            return gemm_vectorized_launch<16>(op_a, op_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue,
+                                              stream);
+        case GemmBlockTile::t32:
+            return gemm_vectorized_launch<32>(op_a, op_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue,
+                                              stream);
+        case GemmBlockTile::t64:
+            return gemm_vectorized_launch<64>(op_a, op_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue,
+                                              stream);
+        case GemmBlockTile::t128:
+            return gemm_vectorized_launch<128>(op_a, op_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue,
+                                               stream);
+    }
+    throw std::invalid_argument("gemm_vectorized: a GemmBlockTile other than 16, 32, 64, 128");
 }
 
 inline void gemm_vectorized(Transpose op_a, Transpose op_b, int M, int N, int K, float alpha, const float* A, int lda,
                             const float* B, int ldb, float beta, float* C, int ldc, GemmEpilogue epilogue,
                             cudaStream_t stream) {
-    gemm_vectorized_with_tile(gemm_tile_for(M, N), op_a, op_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue,
-                              stream);
+    gemm_vectorized_with_tile(choose_gemm_tile(M, N, gemm_sm_count()), op_a, op_b, M, N, K, alpha, A, lda, B, ldb, beta,
+                              C, ldc, epilogue, stream);
 }

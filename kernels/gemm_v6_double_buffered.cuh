@@ -8,37 +8,48 @@
 //           With two buffers one __syncthreads per k-step suffices: it publishes the new tiles, and since the buffer
 //           written next was last read before that same barrier, nobody can still be reading it.
 // costs:    twice the shared memory (2 × 8.25 KiB at 128×128), and the fetched float4s stay live in registers across
-//           the multiply-adds (1 + 1 per thread at 128×128, 2 + 2 at 64×64).
+//           the multiply-adds (1 + 1 per thread at 128×128, 2 + 2 at 64×64). Registers are the budget here: the
+//           kernel's __launch_bounds__ asks for 2 blocks of 256 threads per SM (8 of 64), i.e. ≤ 128 per thread.
 // fallback: as step 5: load_4_floats reads one float at a time (bounds-checked, zero fill) when a leading dimension
 //           is not a multiple of 4 or a pointer is not 16-byte aligned, and at every edge: any M, N, K works.
 // computes: C = act(alpha·op(A)·op(B) + beta·C + bias), the contract in kernels/gemm_common.cuh; the same bits as
 //           steps 4 and 5 (each output's terms are summed in the same order).
 // reference: reference::gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), common/reference_ops.h.
-// launch:   BM·BN/64 threads (256, or 64 for 64×64); grid (ceil(N / BN), ceil(M / BM)); M ≤ 65535·BM.
+// launch:   GemmTileShape<tile>::kThreads threads (256 for 128×128, 64 for the others); grid (ceil(N / BN),
+//           ceil(M / BM)); M ≤ 65535·BM. The tile: choose_gemm_tile (gemm_common.cuh), as in steps 4 and 5.
 #pragma once
 
 #include "kernels/gemm_common.cuh"
 
+// __launch_bounds__: at most kThreads per block, and kMinBlocksPerSm of them resident per SM (a 128-register cap:
+// the 8×8 accumulators, 16 operands and the float4s in flight fit without spilling).
 template <int kTile, bool kTransA, bool kTransB>
-__global__ void __launch_bounds__(kTile* kTile / 64)
+__global__ void __launch_bounds__(GemmTileShape<kTile>::kThreads, GemmTileShape<kTile>::kMinBlocksPerSm)
     gemm_double_buffered_kernel(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
                                 float beta, float* C, int ldc, const float* bias, bool relu, bool use_float4) {
-    constexpr int BM = kTile, BN = kTile, BK = 8, TM = 8, TN = 8;
-    constexpr int kThreads = (BM / TM) * (BN / TN);
-    constexpr int kLoadsA = BM * BK / 4 / kThreads, kLoadsB = BN * BK / 4 / kThreads;  // float4s per thread per tile
+    using Shape = GemmTileShape<kTile>;
+    constexpr int BM = Shape::BM, BN = Shape::BN, BK = Shape::BK, TM = Shape::TM, TN = Shape::TN;
+    constexpr int kThreads = Shape::kThreads;
+    constexpr int kVec = TN >= 4 ? 4 : TN, kGroups = TN / kVec;  // a thread's columns, as in step 5
+    // float4s of each tile, and per thread (rounded up: at 16×16, 32 float4s for 64 threads, half of them idle)
+    constexpr int kTileA = BM * BK / 4, kTileB = BN * BK / 4;
+    constexpr int kLoadsA = ceil_div(kTileA, kThreads), kLoadsB = ceil_div(kTileB, kThreads);
     __shared__ __align__(16) float a_tile[2][BK][BM + 4];  // a_tile[buffer][k][m], padded as in step 5
     __shared__ __align__(16) float b_tile[2][BK][BN + 4];  // b_tile[buffer][k][n]
 
     const int tid = threadIdx.x;
-    const int tx = tid % (BN / TN), ty = tid / (BN / TN);  // rows 8ty..8ty+7; columns 4tx.. and BN/2 + 4tx..
+    const int tx = tid % (BN / TN), ty = tid / (BN / TN);  // rows TM·ty..; columns kVec·tx.. in each group
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     float acc[TM][TN] = {};
-    float4 a_next[kLoadsA], b_next[kLoadsB];  // the tiles in flight: global memory → registers → shared memory
+    // The tiles in flight: global memory → registers → shared memory. (Zeroed: g++ cannot see that the f < kTileA
+    // guards skip the same slots in fetch_tiles and store_tiles; nvcc drops the dead stores.)
+    float4 a_next[kLoadsA] = {}, b_next[kLoadsB] = {};
 
     // The first half of step 5's loads: this thread's float4s of the tiles at k0, global memory → registers.
     const auto fetch_tiles = [&](int k0) {
         for (int l = 0; l < kLoadsA; ++l) {
             const int f = tid + l * kThreads;
+            if (f >= kTileA) break;
             if (!kTransA) {  // A stored M×K: 4 k of row m; a warp reads 16 rows × 32 bytes
                 const int m = f / (BK / 4), k = f % (BK / 4) * 4;
                 a_next[l] = load_4_floats(A + (row0 + m) * lda + k0 + k, row0 + m < M ? K - k0 - k : 0, use_float4);
@@ -49,6 +60,7 @@ __global__ void __launch_bounds__(kTile* kTile / 64)
         }
         for (int l = 0; l < kLoadsB; ++l) {
             const int f = tid + l * kThreads;
+            if (f >= kTileB) break;
             if (!kTransB) {  // B stored K×N: 4 n of row k; consecutive lanes, consecutive float4s: coalesced
                 const int k = f / (BN / 4), n = f % (BN / 4) * 4;
                 b_next[l] = load_4_floats(B + (k0 + k) * ldb + col0 + n, k0 + k < K ? N - col0 - n : 0, use_float4);
@@ -62,6 +74,7 @@ __global__ void __launch_bounds__(kTile* kTile / 64)
     const auto store_tiles = [&](int buf) {
         for (int l = 0; l < kLoadsA; ++l) {
             const int f = tid + l * kThreads;
+            if (f >= kTileA) break;
             if (!kTransA) {  // 4 k of one m: down a column of the k-major tile
                 const int m = f / (BK / 4), k = f % (BK / 4) * 4;
                 a_tile[buf][k + 0][m] = a_next[l].x;
@@ -75,6 +88,7 @@ __global__ void __launch_bounds__(kTile* kTile / 64)
         }
         for (int l = 0; l < kLoadsB; ++l) {
             const int f = tid + l * kThreads;
+            if (f >= kTileB) break;
             if (!kTransB) {  // 4 n of one k: one float4 store
                 const int k = f / (BN / 4), n = f % (BN / 4) * 4;
                 *reinterpret_cast<float4*>(&b_tile[buf][k][n]) = b_next[l];
@@ -97,12 +111,11 @@ __global__ void __launch_bounds__(kTile* kTile / 64)
 
 #pragma unroll
         for (int k = 0; k < BK; ++k) {  // exactly step 5's conflict-free float4 reads and FMAs, from buffer `buf`
-            const float4 a_lo = *reinterpret_cast<const float4*>(&a_tile[buf][k][TM * ty]);
-            const float4 a_hi = *reinterpret_cast<const float4*>(&a_tile[buf][k][TM * ty + 4]);
-            const float4 b_lo = *reinterpret_cast<const float4*>(&b_tile[buf][k][4 * tx]);
-            const float4 b_hi = *reinterpret_cast<const float4*>(&b_tile[buf][k][BN / 2 + 4 * tx]);
-            const float a[TM] = {a_lo.x, a_lo.y, a_lo.z, a_lo.w, a_hi.x, a_hi.y, a_hi.z, a_hi.w};
-            const float b[TN] = {b_lo.x, b_lo.y, b_lo.z, b_lo.w, b_hi.x, b_hi.y, b_hi.z, b_hi.w};
+            float a[TM], b[TN];
+            load_shared_floats<TM>(&a_tile[buf][k][TM * ty], a);
+#pragma unroll
+            for (int g = 0; g < kGroups; ++g)
+                load_shared_floats<kVec>(&b_tile[buf][k][g * (BN / kGroups) + kVec * tx], &b[kVec * g]);
 #pragma unroll
             for (int i = 0; i < TM; ++i) {
 #pragma unroll
@@ -116,38 +129,54 @@ __global__ void __launch_bounds__(kTile* kTile / 64)
     for (int i = 0; i < TM; ++i) {
         const int row = row0 + TM * ty + i;
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int col = col0 + h * (BN / 2) + 4 * tx;
+        for (int g = 0; g < kGroups; ++g) {
+            const int col = col0 + g * (BN / kGroups) + kVec * tx;
             if (row < M && col < N) {
-                gemm_epilogue_4(C + row * ldc + col, N - col, use_float4, &acc[i][4 * h], alpha, beta, bias, relu, col);
+                gemm_epilogue_4(C + row * ldc + col, N - col < kVec ? N - col : kVec, use_float4 && kVec == 4,
+                                &acc[i][kVec * g], alpha, beta, bias, relu, col);
             }
         }
     }
 }
 
-// Runs step 6 with the given block tile (the tests force each; gemm_double_buffered picks by output size).
-inline void gemm_double_buffered_with_tile(GemmTile tile, Transpose op_a, Transpose op_b, int M, int N, int K,
+template <int kTile>
+void gemm_double_buffered_launch(Transpose op_a, Transpose op_b, int M, int N, int K, float alpha, const float* A,
+                                 int lda, const float* B, int ldb, float beta, float* C, int ldc, GemmEpilogue epilogue,
+                                 cudaStream_t stream) {
+    const auto kernel = gemm_pick_transposes(
+        op_a, op_b, gemm_double_buffered_kernel<kTile, false, false>, gemm_double_buffered_kernel<kTile, false, true>,
+        gemm_double_buffered_kernel<kTile, true, false>, gemm_double_buffered_kernel<kTile, true, true>);
+    launch(kernel, dim3(ceil_div(N, kTile), ceil_div(M, kTile)), dim3(GemmTileShape<kTile>::kThreads), 0, stream, M, N,
+           K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue.bias, epilogue.relu,
+           gemm_can_use_float4(A, lda, B, ldb, C, ldc));
+}
+
+// Runs step 6 with the given block tile (the tests force each; gemm_double_buffered lets choose_gemm_tile pick).
+inline void gemm_double_buffered_with_tile(GemmBlockTile tile, Transpose op_a, Transpose op_b, int M, int N, int K,
                                            float alpha, const float* A, int lda, const float* B, int ldb, float beta,
                                            float* C, int ldc, GemmEpilogue epilogue, cudaStream_t stream) {
     if (!gemm_check_arguments("gemm_double_buffered", op_a, op_b, M, N, K, A, lda, B, ldb, C, ldc)) return;
-    const int bt = static_cast<int>(tile);
-    gemm_check_grid_y("gemm_double_buffered", "M", M, bt);
-    const auto kernel = tile == GemmTile::t64
-                            ? gemm_pick_transposes(op_a, op_b, gemm_double_buffered_kernel<64, false, false>,
-                                                   gemm_double_buffered_kernel<64, false, true>,
-                                                   gemm_double_buffered_kernel<64, true, false>,
-                                                   gemm_double_buffered_kernel<64, true, true>)
-                            : gemm_pick_transposes(op_a, op_b, gemm_double_buffered_kernel<128, false, false>,
-                                                   gemm_double_buffered_kernel<128, false, true>,
-                                                   gemm_double_buffered_kernel<128, true, false>,
-                                                   gemm_double_buffered_kernel<128, true, true>);
-    launch(kernel, dim3(ceil_div(N, bt), ceil_div(M, bt)), dim3(bt * bt / 64), 0, stream, M, N, K, alpha, A, lda, B,
-           ldb, beta, C, ldc, epilogue.bias, epilogue.relu, gemm_can_use_float4(A, lda, B, ldb, C, ldc));
+    gemm_check_grid_y("gemm_double_buffered", "M", M, static_cast<int>(tile));
+    switch (tile) {
+        case GemmBlockTile::t16:
+            return gemm_double_buffered_launch<16>(op_a, op_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue,
+                                                   stream);
+        case GemmBlockTile::t32:
+            return gemm_double_buffered_launch<32>(op_a, op_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue,
+                                                   stream);
+        case GemmBlockTile::t64:
+            return gemm_double_buffered_launch<64>(op_a, op_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue,
+                                                   stream);
+        case GemmBlockTile::t128:
+            return gemm_double_buffered_launch<128>(op_a, op_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue,
+                                                    stream);
+    }
+    throw std::invalid_argument("gemm_double_buffered: a GemmBlockTile other than 16, 32, 64, 128");
 }
 
 inline void gemm_double_buffered(Transpose op_a, Transpose op_b, int M, int N, int K, float alpha, const float* A,
                                  int lda, const float* B, int ldb, float beta, float* C, int ldc, GemmEpilogue epilogue,
                                  cudaStream_t stream) {
-    gemm_double_buffered_with_tile(gemm_tile_for(M, N), op_a, op_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
-                                   epilogue, stream);
+    gemm_double_buffered_with_tile(choose_gemm_tile(M, N, gemm_sm_count()), op_a, op_b, M, N, K, alpha, A, lda, B, ldb,
+                                   beta, C, ldc, epilogue, stream);
 }

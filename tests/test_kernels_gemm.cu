@@ -5,7 +5,8 @@
 // 10-wide output layer at batch 97. Padded leading dimensions and misaligned pointers exercise steps 5–6's
 // element-wise fallback; aligned ones their float4 path. Input padding holds NaN (a kernel that reads it fails),
 // output padding must come back untouched, and the output starts as NaN (a kernel that skips an element fails).
-// Steps 4–6 are forced through both block tiles and must agree bit for bit.
+// Steps 4–6 are forced through every block tile (16, 32, 64, 128) and must agree bit for bit; the tile a GPU with
+// 132 SMs would choose is checked at the lessons' shapes.
 #include "tests/test_support.h"  // first: Catch2 pulls in <memory> before the backend's macros
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/reference_ops.h"
@@ -48,28 +50,36 @@ GemmRun run_version(GemmVersion v) {
                GemmEpilogue epilogue) { gemm(v, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue); };
 }
 
-using WithTile = void (*)(GemmTile, Transpose, Transpose, int, int, int, float, const float*, int, const float*, int,
-                          float, float*, int, GemmEpilogue, cudaStream_t);
+using WithTile = void (*)(GemmBlockTile, Transpose, Transpose, int, int, int, float, const float*, int, const float*,
+                          int, float, float*, int, GemmEpilogue, cudaStream_t);
 
-GemmRun run_with_tile(WithTile with_tile, GemmTile tile) {
+GemmRun run_with_tile(WithTile with_tile, GemmBlockTile tile) {
     return [with_tile, tile](Transpose ta, Transpose tb, int M, int N, int K, float alpha, const float* A, int lda,
                              const float* B, int ldb, float beta, float* C, int ldc, GemmEpilogue epilogue) {
         with_tile(tile, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue, 0);
     };
 }
 
-// Steps 4–6 with each block tile: six runs that must give the same bits.
+constexpr GemmBlockTile kBlockTiles[4] = {GemmBlockTile::t16, GemmBlockTile::t32, GemmBlockTile::t64,
+                                          GemmBlockTile::t128};
+constexpr GemmBlockTile kSmallTiles[2] = {GemmBlockTile::t16, GemmBlockTile::t32};
+
+// Steps 4–6 with the given block tiles: runs that must all give the same bits.
 struct TiledRun {
-    const char* name;
+    std::string name;
     GemmRun run;
 };
-std::vector<TiledRun> steps_4_to_6_with_both_tiles() {
-    return {{"register_blocked 64", run_with_tile(gemm_register_blocked_with_tile, GemmTile::t64)},
-            {"register_blocked 128", run_with_tile(gemm_register_blocked_with_tile, GemmTile::t128)},
-            {"vectorized 64", run_with_tile(gemm_vectorized_with_tile, GemmTile::t64)},
-            {"vectorized 128", run_with_tile(gemm_vectorized_with_tile, GemmTile::t128)},
-            {"double_buffered 64", run_with_tile(gemm_double_buffered_with_tile, GemmTile::t64)},
-            {"double_buffered 128", run_with_tile(gemm_double_buffered_with_tile, GemmTile::t128)}};
+std::vector<TiledRun> steps_4_to_6_with_tiles(std::initializer_list<GemmBlockTile> tiles) {
+    const std::pair<const char*, WithTile> steps[3] = {{"register_blocked", gemm_register_blocked_with_tile},
+                                                       {"vectorized", gemm_vectorized_with_tile},
+                                                       {"double_buffered", gemm_double_buffered_with_tile}};
+    std::vector<TiledRun> runs;
+    for (const auto& [name, with_tile] : steps) {
+        for (GemmBlockTile tile : tiles)
+            runs.push_back(
+                {std::string(name) + " " + std::to_string(static_cast<int>(tile)), run_with_tile(with_tile, tile)});
+    }
+    return runs;
 }
 
 // Inputs of one GEMM in host memory, laid out as the kernels see them (leading dimensions, offset, poison).
@@ -249,11 +259,11 @@ GEMM_MLP_SHAPE_TESTS(register_blocked, "register_blocked (step 4)")
 GEMM_MLP_SHAPE_TESTS(vectorized, "vectorized (step 5)")
 GEMM_MLP_SHAPE_TESTS(double_buffered, "double_buffered (step 6)")
 
-// Steps 4–6 claim the same bits for both block tiles and for each other (one fmaf per k, ascending, the same
-// epilogue): force each tile of each step on the same inputs, check every result against the reference (so six
-// identically wrong results cannot pass) and compare them bit for bit. Sizes around the 64 and 128 tile edges;
-// aligned leading dimensions (the float4 path) and padded or offset ones (the element-wise fallback).
-TEST_CASE("gemm steps 4 to 6 agree bit for bit with 64x64 and 128x128 tiles at tile edges", "[kernels][gemm]") {
+// Steps 4–6 claim the same bits for every block tile and for each other (one fmaf per k, ascending, the same
+// epilogue): force each tile of each step on the same inputs, check every result against the reference (so twelve
+// identically wrong results cannot pass) and compare them bit for bit. Sizes around the 16, 32, 64 and 128 tile
+// edges; aligned leading dimensions (the float4 path) and padded or offset ones (the element-wise fallback).
+TEST_CASE("gemm steps 4 to 6 agree bit for bit with every block tile at tile edges", "[kernels][gemm]") {
     REQUIRE_DEVICE();
     auto rng = test_support::rng_for_test();
     const GemmCase cases[] = {
@@ -263,6 +273,8 @@ TEST_CASE("gemm steps 4 to 6 agree bit for bit with 64x64 and 128x128 tiles at t
         {127, 129, 9, 3, 0, 1.0f, 1.0f, false, true},
         {128, 64, 16, 0, 1, 1.0f, 0.0f, false, false},  // exact tiles, misaligned pointers: element-wise
         {65, 63, 8, 0, 0, -2.0f, 0.0f, true, true},
+        {33, 17, 31, 0, 0, 1.0f, 0.0f, true, true},  // one past 32 and 16, K off BK
+        {31, 15, 40, 1, 0, 1.0f, -1.0f, false, false},
         {1, 1, 1, 0, 0, 1.0f, 0.5f, true, true},
     };
     for (const GemmCase& c : cases) {
@@ -270,14 +282,78 @@ TEST_CASE("gemm steps 4 to 6 agree bit for bit with 64x64 and 128x128 tiles at t
             for (Transpose tb : kTransposes) {
                 const GemmProblem p = make_problem(rng, ta, tb, c);
                 std::vector<float> first;
-                for (const TiledRun& r : steps_4_to_6_with_both_tiles()) {
+                for (const TiledRun& r :
+                     steps_4_to_6_with_tiles({kBlockTiles[0], kBlockTiles[1], kBlockTiles[2], kBlockTiles[3]})) {
                     const std::vector<float> got = run_and_check(p, r.run, r.name);
                     if (first.empty()) first = got;
-                    INFO(r.name << " against register_blocked 64, " << describe(p));
+                    INFO(r.name << " against register_blocked 16, " << describe(p));
                     REQUIRE(std::memcmp(got.data(), first.data(), got.size() * sizeof(float)) == 0);
                 }
             }
         }
+    }
+}
+
+// The small tiles (16×16: 2×2 outputs per thread, half the threads idle while loading; 32×32: 4×4) of each step
+// against the float64 reference at awkward sizes, every transpose combination, each run twice on the same inputs:
+// the second must give the first one's bits (no atomics, a fixed order: reproducible run to run).
+TEST_CASE("gemm steps 4 to 6 with 16x16 and 32x32 tiles match the reference at awkward sizes, run to run bitwise",
+          "[kernels][gemm]") {
+    REQUIRE_DEVICE();
+    auto rng = test_support::rng_for_test();
+    const GemmCase cases[] = {
+        {1, 1, 1},
+        {1, 10, 7},
+        {10, 10, 10},
+        {2, 3, 0},
+        {17, 15, 33},
+        {37, 41, 43, 0, 0, 0.75f, 0.5f, true, true},
+        {97, 10, 784, 0, 0, 1.0f, 0.0f, true, false},  // the output layer's forward, a partial batch, K = 784
+        {13, 784, 11, 0, 0, 1.0f, 0.0f, true, true},   // N = 784
+        {61, 68, 20, /*pad=*/4, /*offset=*/4, 2.0f, 1.0f, true, true},  // float4 path with padding
+        {16, 32, 16, 0, /*offset=*/1},                                  // exact tiles, misaligned: element-wise
+        {33, 65, 9, 0, 0, /*alpha=*/0.0f, /*beta=*/1.0f, true, true},
+    };
+    for (const GemmCase& c : cases) {
+        for (Transpose ta : kTransposes) {
+            for (Transpose tb : kTransposes) {
+                const GemmProblem p = make_problem(rng, ta, tb, c);
+                for (const TiledRun& r : steps_4_to_6_with_tiles({kSmallTiles[0], kSmallTiles[1]})) {
+                    const std::vector<float> first = run_and_check(p, r.run, r.name);
+                    const std::vector<float> again = run_and_check(p, r.run, r.name + ", again");
+                    INFO(r.name << " run twice, " << describe(p));
+                    REQUIRE(std::memcmp(again.data(), first.data(), again.size() * sizeof(float)) == 0);
+                }
+            }
+        }
+    }
+}
+
+// The lessons' three GEMMs of the 784 → 1024 layer at batch 128 through step 6 (their default) with the tile an
+// H100/H200 (132 SMs) chooses (16×16, 16×16, 32×32: not what the CPU backend's 1 "SM" chooses), against the
+// reference and bit for bit against the 128×128 tile: the small-batch path keeps the lessons' weights unchanged.
+TEST_CASE("gemm step 6 with the tile a 132-SM GPU chooses gives the big tile's bits at the lessons' shapes",
+          "[kernels][gemm][mlp_shapes]") {
+    REQUIRE_DEVICE();
+    auto rng = test_support::rng_for_test();
+    const struct {
+        Transpose ta, tb;
+        GemmCase c;
+    } layer_gemms[] = {
+        {Transpose::no, Transpose::no, {128, 1024, 784, 0, 0, 1.0f, 0.0f, true, true}},  // forward
+        {Transpose::no, Transpose::yes, {128, 784, 1024}},                               // input gradient
+        {Transpose::yes, Transpose::no, {784, 1024, 128}},                               // weight gradient
+    };
+    for (const auto& g : layer_gemms) {
+        const GemmProblem p = make_problem(rng, g.ta, g.tb, g.c);
+        const GemmBlockTile tile = choose_gemm_tile(g.c.M, g.c.N, 132);
+        CHECK(static_cast<int>(tile) < 128);
+        const std::vector<float> small = run_and_check(p, run_with_tile(gemm_double_buffered_with_tile, tile),
+                                                       "double_buffered " + std::to_string(static_cast<int>(tile)));
+        const std::vector<float> big =
+            run_and_check(p, run_with_tile(gemm_double_buffered_with_tile, GemmBlockTile::t128), "double_buffered 128");
+        INFO(describe(p));
+        REQUIRE(std::memcmp(small.data(), big.data(), small.size() * sizeof(float)) == 0);
     }
 }
 
@@ -297,14 +373,57 @@ TEST_CASE("gemm steps 1 and 2 give bitwise identical results", "[kernels][gemm]"
     }
 }
 
-// The automatic tile choice: 128×128 once the output has at least 128 such tiles. 1409 and 1297 are primes:
-// 12 × 11 = 132 tiles, edges in M, N and K; pad 3 makes every leading dimension a multiple of 4 (float4 path).
-TEST_CASE("gemm picks 128x128 tiles for large outputs and the top step is right there", "[kernels][gemm]") {
-    CHECK(gemm_tile_for(128, 1024) == GemmTile::t64);   // a batch-128 hidden layer: 8 tiles of 128×128
-    CHECK(gemm_tile_for(784, 1024) == GemmTile::t64);   // its weight gradient: 56
-    CHECK(gemm_tile_for(1024, 1024) == GemmTile::t64);  // 64
-    CHECK(gemm_tile_for(1409, 1297) == GemmTile::t128);
-    CHECK(gemm_tile_for(4096, 4096) == GemmTile::t128);
+// The automatic tile choice (host only): the biggest tile with ≥ 2 blocks per SM, else the smallest. With 132 SMs
+// (H100 SXM, H200) the lessons' batch-128 layers must launch ≥ 264 blocks: K does not enter the choice (no split-K),
+// so 128 × 1024 × 784 and × 1024 are the same 128 × 1024 output.
+TEST_CASE("gemm steps 4 to 6 choose the biggest tile that gives every SM 2 blocks", "[kernels][gemm]") {
+    constexpr int kH200 = 132;
+    const auto blocks = [](int M, int N, int sm_count) {
+        return gemm_block_count(choose_gemm_tile(M, N, sm_count), M, N);
+    };
+    // The lessons' shapes at batch 128: forward and input gradient of the hidden layers (128 × 1024, 128 × 784),
+    // their weight gradients (784 × 1024, 1024 × 1024), and the output layer (128 × 10, its gradients 1024 × 10).
+    CHECK(choose_gemm_tile(128, 1024, kH200) == GemmBlockTile::t16);  // 512 blocks (32×32: 128, too few)
+    CHECK(blocks(128, 1024, kH200) >= 2 * kH200);
+    CHECK(choose_gemm_tile(128, 784, kH200) == GemmBlockTile::t16);  // 392 blocks
+    CHECK(blocks(128, 784, kH200) >= 2 * kH200);
+    CHECK(choose_gemm_tile(784, 1024, kH200) == GemmBlockTile::t32);   // 800 (64×64: 208, too few)
+    CHECK(choose_gemm_tile(1024, 1024, kH200) == GemmBlockTile::t32);  // 1024 (64×64: 256, too few)
+    // 128 × 10 cannot fill 264 blocks with any tile (1280 outputs): the smallest tile gives the most, 8.
+    CHECK(choose_gemm_tile(128, 10, kH200) == GemmBlockTile::t16);
+    CHECK(blocks(128, 10, kH200) == 8);
+    CHECK(choose_gemm_tile(1024, 10, kH200) == GemmBlockTile::t16);  // 64
+    // Large outputs keep the big tile (the most reuse per load).
+    CHECK(choose_gemm_tile(4096, 4096, kH200) == GemmBlockTile::t128);  // 1024 blocks
+    CHECK(choose_gemm_tile(2304, 2048, kH200) == GemmBlockTile::t128);  // 18 × 16 = 288
+    CHECK(choose_gemm_tile(2048, 2048, kH200) == GemmBlockTile::t64);   // 256 < 264: 64×64 gives 1024
+    CHECK(choose_gemm_tile(1409, 1297, kH200) == GemmBlockTile::t64);   // 12 × 11 = 132 < 264; 64×64: 483
+    // The CPU backend reports its worker count (1 by default): 2 blocks of 128×128 suffice there.
+    CHECK(choose_gemm_tile(128, 1024, 1) == GemmBlockTile::t128);
+    CHECK(choose_gemm_tile(128, 128, 1) == GemmBlockTile::t64);
+    CHECK(choose_gemm_tile(128, 1024, 0) == GemmBlockTile::t128);  // an unknown count counts as 1
+    // The rule itself, over a spread of shapes and SM counts: the chosen tile fills 2 blocks per SM unless none can,
+    // and the next bigger tile would not.
+    for (int sm_count : {1, 8, 46, 108, 132, 148}) {
+        for (int M : {1, 10, 97, 128, 784, 1000, 4096, 60000}) {
+            for (int N : {1, 10, 128, 784, 1024, 4096}) {
+                INFO("M=" << M << " N=" << N << " SMs=" << sm_count);
+                const GemmBlockTile tile = choose_gemm_tile(M, N, sm_count);
+                const bool fills = gemm_block_count(tile, M, N) >= 2LL * sm_count;
+                CHECK((fills || tile == GemmBlockTile::t16));
+                if (tile != GemmBlockTile::t128) {
+                    const auto bigger = static_cast<GemmBlockTile>(2 * static_cast<int>(tile));
+                    CHECK(gemm_block_count(bigger, M, N) < 2LL * sm_count);
+                }
+            }
+        }
+    }
+}
+
+// The top step through gemm(), with the tile this device's SM count chooses (128×128 on one CPU worker: 12 × 11 =
+// 132 tiles; 64×64 on a 132-SM GPU). 1409 and 1297 are primes: edges in M, N and K; pad 3 makes every leading
+// dimension a multiple of 4 (float4 path).
+TEST_CASE("gemm's top step is right at a large prime shape with the tile this device chooses", "[kernels][gemm]") {
     REQUIRE_DEVICE();
     auto rng = test_support::rng_for_test();
     const GemmProblem p =
