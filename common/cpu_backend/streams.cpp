@@ -50,9 +50,9 @@ struct WorkItem {
 };
 
 struct StreamState {
-    uint64_t id = 0;        // creation number: seeds this stream's fuzz delays (the legacy stream is 0)
-    bool legacy = false;    // the legacy default stream, stream 0
-    bool blocking = true;   // synchronizes with the legacy default stream
+    uint64_t id = 0;       // creation number: seeds this stream's fuzz delays (the legacy stream is 0)
+    bool legacy = false;   // the legacy default stream, stream 0
+    bool blocking = true;  // synchronizes with the legacy default stream
     std::deque<WorkItem> queue;
     uint64_t submitted = 0, completed = 0;  // item numbers: queued so far, finished so far
     bool thread_running = false;
@@ -119,8 +119,7 @@ bool satisfied(const Dependency& d) {
 
 void remove_from_registry(const StreamState* s) {
     auto& live = registry().live;
-    live.erase(std::remove_if(live.begin(), live.end(), [s](const StreamRef& r) { return r.get() == s; }),
-               live.end());
+    live.erase(std::remove_if(live.begin(), live.end(), [s](const StreamRef& r) { return r.get() == s; }), live.end());
 }
 
 void worker_loop(StreamRef s) {
@@ -322,6 +321,7 @@ using cpu_backend::record_error;
 
 cudaError_t cudaDeviceSynchronize() {
     if (cpu_backend::async_mode()) cpu_backend::synchronize_device();
+    cpu_backend::check_all_canaries("cudaDeviceSynchronize");  // host_api.cpp: writes past a device buffer's end
     return cudaSuccess;  // synchronous mode: every launch and copy has already finished
 }
 cudaError_t cudaDeviceReset() {
@@ -363,12 +363,16 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-    if (!cpu_backend::async_mode()) return cudaSuccess;
-    std::unique_lock lock(cpu_backend::sync().mutex);
-    const auto& s = cpu_backend::resolve(stream);
-    // Stream 0 also waits for the blocking streams' earlier work: an empty item on it carries exactly those waits.
-    const uint64_t item = s->legacy ? cpu_backend::enqueue_locked(s, [] {}, nullptr) : s->submitted;
-    cpu_backend::wait_locked(lock, s, item);
+    if (cpu_backend::async_mode()) {
+        std::unique_lock lock(cpu_backend::sync().mutex);
+        const auto& s = cpu_backend::resolve(stream);
+        // Stream 0 also waits for the blocking streams' earlier work: an empty item on it carries exactly those waits.
+        const uint64_t item = s->legacy ? cpu_backend::enqueue_locked(
+                                              s, [] {}, nullptr)
+                                        : s->submitted;
+        cpu_backend::wait_locked(lock, s, item);
+    }
+    cpu_backend::check_all_canaries("cudaStreamSynchronize");
     return cudaSuccess;
 }
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
@@ -385,7 +389,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     if (cpu_backend::event_complete(e)) return cudaSuccess;  // never recorded, or already reached: nothing to wait
     // The event's most recent record at the time of this call, as CUDA says: a later record does not move it.
     const cpu_backend::Dependency after{e.stream, e.item};
-    cpu_backend::enqueue_locked(cpu_backend::resolve(stream), [] {}, &after);
+    cpu_backend::enqueue_locked(
+        cpu_backend::resolve(stream), [] {}, &after);
     return cudaSuccess;
 }
 
@@ -433,12 +438,15 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     if (!event) return record_error(cudaErrorInvalidResourceHandle);
-    if (!cpu_backend::async_mode()) return cudaSuccess;
-    std::unique_lock lock(cpu_backend::sync().mutex);
-    const EventState& e = *event->state;
-    if (cpu_backend::event_complete(e)) return cudaSuccess;
-    const cpu_backend::StreamRef s = e.stream;  // a copy: a record from another thread may replace e.stream
-    cpu_backend::wait_locked(lock, s, e.item);
+    if (cpu_backend::async_mode()) {
+        std::unique_lock lock(cpu_backend::sync().mutex);
+        const EventState& e = *event->state;
+        if (!cpu_backend::event_complete(e)) {
+            const cpu_backend::StreamRef s = e.stream;  // a copy: a record from another thread may replace e.stream
+            cpu_backend::wait_locked(lock, s, e.item);
+        }
+    }
+    cpu_backend::check_all_canaries("cudaEventSynchronize");
     return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t event) {
