@@ -357,7 +357,7 @@ TEST_CASE("the emulated device memory is at most half the host's RAM by default"
     CHECK(total_bytes == cpu_backend::default_device_capacity(ram));  // what this machine got
 }
 
-#if !defined(__SANITIZE_ADDRESS__)
+#if defined(CUDA_TEACH_CPU) && !defined(__SANITIZE_ADDRESS__)
 // --- out-of-bounds device accesses without a sanitizer: guard pages and canaries (host_api.cpp) ---------------------
 // The sanitizer build keeps malloc'd buffers, which AddressSanitizer watches byte by byte (the tests below it).
 namespace {
