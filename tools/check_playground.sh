@@ -58,7 +58,8 @@ found=0
 verdict_of() {  # log, exit status → one line
     local log=$1 status=$2 kind
     if kind=$(grep -m1 -o 'WARNING: ThreadSanitizer: [a-z -]*' "$log"); then
-        echo "${kind#WARNING: ThreadSanitizer: } reported — see above"
+        kind=${kind#WARNING: ThreadSanitizer: }
+        echo "${kind% } reported — see above"
     elif kind=$(grep -m1 -oE 'ERROR: AddressSanitizer: [a-zA-Z-]+' "$log"); then
         echo "${kind#ERROR: AddressSanitizer: } reported — see above"
     elif grep -q 'runtime error:' "$log"; then

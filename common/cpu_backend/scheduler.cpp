@@ -413,13 +413,11 @@ void append_code_location(char* text, size_t size, size_t& length, uintptr_t pc)
     char output[2048];
     size_t got = 0;
     int fds[2];
-    if (code_locator.executable[0] && pipe(fds) == 0) {
-        // posix_spawn, not fork: fork would run the pthread_atfork handlers (streams.cpp waits for the streams there).
-        posix_spawn_file_actions_t actions;
-        posix_spawn_file_actions_init(&actions);
-        posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-        posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-        posix_spawn_file_actions_addclose(&actions, fds[0]);
+    if (code_locator.executable[0] && pipe2(fds, O_CLOEXEC) == 0) {
+        // posix_spawn, not fork: fork would run the pthread_atfork handlers (streams.cpp waits for the streams
+        // there). Its stdout is set up here, without file actions, which allocate (TSan reports that in a handler).
+        const int saved_stdout = dup(STDOUT_FILENO);
+        dup2(fds[1], STDOUT_FILENO);
         char* const argv[] = {const_cast<char*>("addr2line"),
                               const_cast<char*>("-C"),
                               const_cast<char*>("-f"),
@@ -429,8 +427,11 @@ void append_code_location(char* text, size_t size, size_t& length, uintptr_t pc)
                               address,
                               nullptr};
         pid_t child = -1;
-        if (posix_spawnp(&child, "addr2line", &actions, nullptr, argv, environ) != 0) child = -1;
-        posix_spawn_file_actions_destroy(&actions);
+        if (posix_spawnp(&child, "addr2line", nullptr, nullptr, argv, environ) != 0) child = -1;
+        if (saved_stdout >= 0) {
+            dup2(saved_stdout, STDOUT_FILENO);
+            close(saved_stdout);
+        }
         close(fds[1]);
         for (ssize_t n;
              child > 0 && got < sizeof output - 1 && (n = read(fds[0], output + got, sizeof output - 1 - got)) > 0;)
