@@ -18,7 +18,7 @@ CTEST := tools/ctest_checked.sh ctest --output-on-failure -j $(JOBS)
 
 .PHONY: help deps cpu cuda sanitize race all test test-cpu test-cuda test-sanitize test-race test-fuzz run report lesson diff \
 	bench data \
-	playground clean
+	playground check-playground clean
 
 help:
 	@echo "make run            build, then run the lessons (cuda flavor when a GPU is present, else cpu) and compare them"
@@ -34,6 +34,8 @@ help:
 	@echo "make all            build both flavors"
 	@echo "make cpu | cuda     build one flavor (build/cpu, build/cuda)"
 	@echo "make playground     build the playground/*.cu executables in both flavors (and the sanitizer tree, if made)"
+	@echo "make check-playground NAME=my_kernel   build and run playground/my_kernel.cu under ASan+UBSan and under"
+	@echo "                    ThreadSanitizer (only it and the backend), a verdict per tree (FILE=path, ARGS=...)"
 	@echo "make deps           install missing Debian/Ubuntu packages"
 	@echo "make clean          remove build/"
 
@@ -67,6 +69,11 @@ playground: build/cpu/CMakeCache.txt $(if $(NVCC),build/cuda/CMakeCache.txt)
 	cmake --build build/cpu -j $(JOBS) --target playground
 	$(if $(NVCC),cmake --build build/cuda -j $(JOBS) --target playground)
 	$(if $(wildcard build/cpu-sanitize/CMakeCache.txt),cmake --build build/cpu-sanitize -j $(JOBS) --target playground)
+
+# One playground file under both sanitizers: builds only its target in build/cpu-sanitize and build/cpu-race
+# (configuring them if needed), runs it in each, prints one verdict per tree; non-zero if either found something.
+check-playground: | deps
+	@JOBS=$(JOBS) bash tools/check_playground.sh $(call report_quote,$(or $(FILE),$(NAME))) $(ARGS)
 
 test-cpu: cpu
 	$(CTEST) --test-dir build/cpu

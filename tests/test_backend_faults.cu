@@ -357,6 +357,102 @@ TEST_CASE("the emulated device memory is at most half the host's RAM by default"
     CHECK(total_bytes == cpu_backend::default_device_capacity(ram));  // what this machine got
 }
 
+#if defined(CUDA_TEACH_CPU) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+// --- out-of-bounds device accesses without a sanitizer: guard pages and canaries (host_api.cpp) ---------------------
+// The sanitizer build keeps malloc'd buffers, which AddressSanitizer watches byte by byte (the tests below it). The
+// race build has the guard pages too; CI checks them there on a planted overflow (make check-playground).
+namespace {
+__global__ void store_unchecked(float* out) {  // no bounds check: the grid covers more than the buffer
+    out[blockIdx.x * blockDim.x + threadIdx.x] = 1.0f;
+}
+constexpr int kUncheckedStoreLine = __LINE__ - 2;
+
+__global__ void store_up_to_n(float* out, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i <= n) out[i] = 2.0f;  // `<=`: the off-by-one
+}
+constexpr int kOffByOneLine = __LINE__ - 2;
+
+__global__ void store_before_the_start(float* out) {
+    out[int(threadIdx.x) - 1] = 3.0f;  // thread 0 writes out[-1]
+}
+
+__global__ void store_through_table(float* const* table) {  // the buffer is reached through device memory
+    table[0][100] = 4.0f;
+}
+
+float* device_floats(int n) {
+    float* p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, n * sizeof(float)));
+    return p;
+}
+}  // namespace
+
+TEST_CASE("device buffers end at a guard page without changing what is counted", "[backend]") {
+    size_t free_before = 0, free_during = 0, free_after = 0, total = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
+    char *small = nullptr, *aligned = nullptr, *large = nullptr;
+    CUDA_CHECK(cudaMalloc(&small, 1000));
+    CUDA_CHECK(cudaMalloc(&aligned, 4096));
+    CUDA_CHECK(cudaMalloc(&large, size_t{300} << 20));  // over the 0xFF-fill limit: lazily mapped zero pages
+    CUDA_CHECK(cudaMemGetInfo(&free_during, &total));
+    CHECK(free_before - free_during == 1000 + 4096 + (size_t{300} << 20));  // exactly what was asked for
+    for (const char* p : {small, aligned, large}) CHECK(reinterpret_cast<uintptr_t>(p) % 256 == 0);  // as CUDA's
+    // Sizes rounded up to 256 bytes end at a page boundary (the guard page), the start staying 256-byte aligned.
+    CHECK(reinterpret_cast<uintptr_t>(small + 1024) % 4096 == 0);
+    CHECK(reinterpret_cast<uintptr_t>(aligned + 4096) % 4096 == 0);
+    CHECK(static_cast<unsigned char>(small[999]) == 0xFF);  // still filled as a GPU's garbage would look
+    CHECK(large[(size_t{300} << 20) - 1] == 0);
+    launch(store_unchecked, 4, 256, 0, 0, reinterpret_cast<float*>(aligned));  // exactly the buffer: no fault
+    CUDA_CHECK(cudaDeviceSynchronize());
+    for (char* p : {small, aligned, large}) CUDA_CHECK(cudaFree(p));
+    CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
+    CHECK(free_after == free_before);
+}
+
+TEST_CASE("must fail: a kernel without a bounds check faults at the guard page, at its line", "[backend][must-fail]") {
+    // 1000 floats (4000 bytes, rounded up to 4096) and a grid of 5 × 256 threads: block 3's last threads store into
+    // the slack up to 4096, every thread of block 4 into the guard page (which one first depends on CUDA_CPU_FUZZ).
+    expect_abort(
+        [] { launch(store_unchecked, 5, 256, 0, 0, device_floats(1000)); },
+        {"CPU backend: kernel fault in block (4,0,0)", ") wrote past the end of a 4000-byte device buffer",
+         "byte offset 4", "cudaMalloc at ", "test_backend_faults.cu:" + std::to_string(kUncheckedStoreLine) + " (in ",
+         "store_unchecked", "Invalid __global__ write"});
+}
+
+TEST_CASE("must fail: a write one past a 256-byte-aligned end faults at the kernel's line", "[backend][must-fail]") {
+    // 256 floats: 1024 bytes, so out[256] is the first byte of the guard page.
+    expect_abort(
+        [] { launch(store_up_to_n, 2, 256, 0, 0, device_floats(256), 256); },
+        {"CPU backend: kernel fault in block (1,0,0)", "thread (0,0,0) wrote past the end of a 1024-byte",
+         "byte offset 1024", "test_backend_faults.cu:" + std::to_string(kOffByOneLine) + " (in ", "store_up_to_n"});
+}
+
+TEST_CASE("must fail: a write into the slack after a buffer's end is found as the grid ends", "[backend][must-fail]") {
+    // 100 floats: 400 bytes, rounded up to 512; out[100] lands in the canary between them, which cannot fault.
+    expect_abort(
+        [] { launch(store_up_to_n, 1, 128, 0, 0, device_floats(100), 100); },
+        {"CPU backend: kernel fault: the kernel ", "store_up_to_n(float*, int) launched at", "test_backend_faults.cu",
+         "wrote past the end of a 400-byte device buffer", "byte offset 400", "cudaMalloc at "});
+    // A buffer the kernel was not given as an argument: found at the next synchronization point.
+    expect_abort(
+        [] {
+            float* buffer = device_floats(100);
+            float** table = nullptr;
+            CUDA_CHECK(cudaMalloc(&table, sizeof(float*)));
+            CUDA_CHECK(cudaMemcpy(table, &buffer, sizeof(float*), cudaMemcpyHostToDevice));
+            launch(store_through_table, 1, 1, 0, 0, table);
+            std::fputs("the launch returned\n", stderr);
+            CUDA_CHECK(cudaDeviceSynchronize());
+        },
+        {"the launch returned", "CPU backend: kernel fault: cudaDeviceSynchronize found that a kernel",
+         "past the end of a 400-byte device buffer", "byte offset 400", "store_through_table"});
+    // Before the start: the canary below it (a whole page below, the lower guard page).
+    expect_abort([] { launch(store_before_the_start, 1, 32, 0, 0, device_floats(100)); },
+                 {"wrote before the start of a 400-byte device buffer", "byte offset -4"});
+}
+#endif
+
 #if defined(__SANITIZE_ADDRESS__)
 namespace {
 __global__ void write_one_past_the_end(float* out, int n) {

@@ -22,6 +22,20 @@ cudaError_t record_error(cudaError_t error);
 
 unsigned configured_workers();
 
+// --- guarded device buffers (host_api.cpp) ---------------------------------------------------------------------------
+// Checks the canaries around the device buffers that `kernel` was given; stops the program naming it if one changed.
+void check_canaries_after_grid(const KernelInvocation& kernel);
+// Checks every device buffer's canaries (at synchronization points, named by `where`).
+void check_all_canaries(const char* where);
+struct GuardHit {
+    const char* start;  // the buffer whose guard page was hit
+    size_t bytes;
+    const char* file;  // where cudaMalloc was called, or null
+    int line;
+};
+// Whether `address` lies in a device buffer's guard page. For the SIGSEGV handler: never blocks for long.
+bool guard_page_hit(const void* address, GuardHit& hit);
+
 // --- a kernel's static __shared__ variables (static_shared.cpp) ----------------------------------------------------
 inline constexpr size_t kMaxStaticSharedBytes = 48 * 1024;  // what nvcc accepts in one kernel's static __shared__
 struct StaticSharedVariable {

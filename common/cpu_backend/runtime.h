@@ -38,6 +38,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <array>
 #include <source_location>
 #include <tuple>
 #include <type_traits>
@@ -107,6 +108,9 @@ struct KernelInvocation {
     const char* launch_file;  // where launch() was called
     int launch_line;
     const char* launch_function;
+    // Each argument that is a pointer (null for the others): their buffers' canaries are checked as the grid ends.
+    const void* const* pointer_arguments = nullptr;
+    unsigned argument_count = 0;
 };
 
 // Validates the configuration (sets the last error like CUDA does), then runs every block to completion (in
@@ -159,18 +163,36 @@ void check_kernel_argument(const T& value, unsigned argument, const KernelInvoca
         check_kernel_pointer((const void*)value, argument, kernel);  // C-style: drops const and volatile
 }
 
+template <typename T>
+const void* pointer_argument(const T& value) {
+    if constexpr (std::is_pointer_v<T> && !std::is_function_v<std::remove_pointer_t<T>>)
+        return (const void*)value;
+    else
+        return nullptr;
+}
+
 template <typename... KernelParams, typename... Args>
 void launch_kernel(void (*kernel)(KernelParams...), const LaunchGrid& grid, dim3 block, size_t shared_bytes,
                    cudaStream_t stream, Args&&... args) {
     const BoundKernel<KernelParams...> bound{kernel, {std::forward<Args>(args)...}};
     using Bound = BoundKernel<KernelParams...>;
-    const KernelInvocation invocation{&Bound::run,   &bound,          reinterpret_cast<const void*>(kernel),
-                                      &Bound::clone, &Bound::destroy, grid.file,
-                                      grid.line,     grid.function};
+    std::array<const void*, sizeof...(KernelParams)> pointers{};
+    const KernelInvocation invocation{&Bound::run,
+                                      &bound,
+                                      reinterpret_cast<const void*>(kernel),
+                                      &Bound::clone,
+                                      &Bound::destroy,
+                                      grid.file,
+                                      grid.line,
+                                      grid.function,
+                                      pointers.data(),
+                                      unsigned(pointers.size())};
     std::apply(
-        [&invocation](const auto&... value) {
+        [&invocation, &pointers](const auto&... value) {
             unsigned argument = 0;
-            (check_kernel_argument(value, argument++, invocation), ...);
+            ((pointers[argument] = pointer_argument(value), check_kernel_argument(value, argument, invocation),
+              ++argument),
+             ...);
         },
         bound.args);
     run_grid(invocation, grid.dims, block, shared_bytes, stream);
@@ -200,9 +222,13 @@ size_t default_device_capacity(size_t host_ram_bytes);
 // with their exact signatures; host_api.cpp defines the subset this project uses: device queries, cudaMalloc/Free,
 // pinned host memory, copies and memsets, streams, events, errors. Anything else fails to link, naming the function.
 // cuda_runtime.h's C++ convenience overloads: typed pointers, and the kernel itself.
+namespace cpu_backend {
+// cudaMalloc, remembering where it was called (named when a kernel writes out of the buffer's bounds).
+cudaError_t device_malloc(void** ptr, size_t bytes, const char* file, int line);
+}  // namespace cpu_backend
 template <typename T>
-cudaError_t cudaMalloc(T** ptr, size_t bytes) {
-    return cudaMalloc(reinterpret_cast<void**>(ptr), bytes);
+cudaError_t cudaMalloc(T** ptr, size_t bytes, std::source_location site = std::source_location::current()) {
+    return cpu_backend::device_malloc(reinterpret_cast<void**>(ptr), bytes, site.file_name(), int(site.line()));
 }
 template <typename T>
 cudaError_t cudaMallocHost(T** ptr, size_t bytes, unsigned int flags = 0) {

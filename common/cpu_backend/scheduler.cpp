@@ -17,9 +17,14 @@
 // shared between them to TSan: each TSan fiber keeps a stack of its own, and shared memory, static and dynamic, is
 // remapped for every block (fill_static_shared). The scheduler's own bookkeeping runs inside TSan's ignore
 // annotations.
+#include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +34,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -360,8 +366,154 @@ Worker& worker() {
     return *this_worker;
 }
 
-// --- a stack overflow in a kernel: a message instead of a bare SIGSEGV ----------------------------------------
+// --- a stack overflow or an out-of-bounds access in a kernel: a message instead of a bare SIGSEGV -------------
 struct sigaction previous_segv_action;
+
+uint3 thread_index(unsigned linear);
+
+// What the handler needs to name a code address's line, found before any fault (none of it is safe in a handler).
+struct CodeLocator {
+    char executable[4096] = {};
+    uintptr_t load_bias = 0;  // run-time address = link-time address + load_bias (position-independent executables)
+};
+CodeLocator code_locator;
+
+int find_load_bias(dl_phdr_info* info, size_t, void* bias) {
+    *static_cast<uintptr_t*>(bias) = info->dlpi_addr;  // the first object listed is the executable
+    return 1;
+}
+
+void append(char* text, size_t size, size_t& length, const char* format, ...) __attribute__((format(printf, 4, 5)));
+void append(char* text, size_t size, size_t& length, const char* format, ...) {
+    if (length >= size) return;
+    va_list args;
+    va_start(args, format);
+    const int n = std::vsnprintf(text + length, size - length, format, args);
+    va_end(args);
+    if (n > 0) length = std::min(size - 1, length + size_t(n));
+}
+
+// addr2line's "/repo/build/cpu/../../kernels/x.cu:12 (discriminator 1)" as "/repo/kernels/x.cu:12", in place.
+void tidy_source_path(char* path) {
+    if (char* note = std::strstr(path, " (discriminator")) *note = '\0';
+    for (char* up; (up = std::strstr(path, "/../")) != nullptr;) {
+        char* parent = up;
+        while (parent > path && parent[-1] != '/') --parent;
+        if (parent == path || parent == up) break;  // nothing to remove: leave the rest as it is
+        std::memmove(parent, up + 4, std::strlen(up + 4) + 1);
+    }
+}
+
+// "at file:line (in function)" for a code address, from addr2line (binutils) on the executable: the cpu flavor is
+// built with -g1 (line tables) for this. Runs a child process from the signal handler (about to abort anyway); any
+// failure leaves the raw address.
+void append_code_location(char* text, size_t size, size_t& length, uintptr_t pc) {
+    char address[32];
+    std::snprintf(address, sizeof address, "%#lx", static_cast<unsigned long>(pc - code_locator.load_bias));
+    char output[2048];
+    size_t got = 0;
+    int fds[2];
+    if (code_locator.executable[0] && pipe2(fds, O_CLOEXEC) == 0) {
+        // posix_spawn, not fork: fork would run the pthread_atfork handlers (streams.cpp waits for the streams
+        // there). Its stdout is set up here, without file actions, which allocate (TSan reports that in a handler).
+        const int saved_stdout = dup(STDOUT_FILENO);
+        dup2(fds[1], STDOUT_FILENO);
+        char* const argv[] = {const_cast<char*>("addr2line"),
+                              const_cast<char*>("-C"),
+                              const_cast<char*>("-f"),
+                              const_cast<char*>("-i"),
+                              const_cast<char*>("-e"),
+                              code_locator.executable,
+                              address,
+                              nullptr};
+        pid_t child = -1;
+        if (posix_spawnp(&child, "addr2line", nullptr, nullptr, argv, environ) != 0) child = -1;
+        if (saved_stdout >= 0) {
+            dup2(saved_stdout, STDOUT_FILENO);
+            close(saved_stdout);
+        }
+        close(fds[1]);
+        for (ssize_t n;
+             child > 0 && got < sizeof output - 1 && (n = read(fds[0], output + got, sizeof output - 1 - got)) > 0;)
+            got += size_t(n);
+        close(fds[0]);
+        int status = 0;
+        if (child > 0) waitpid(child, &status, 0);
+        if (child <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) got = 0;
+    }
+    output[got] = '\0';
+    // addr2line -f -i: function, then file:line, for the innermost inlined function first, then its callers.
+    char* lines[16];
+    unsigned count = 0;
+    for (char* p = output; *p && count < 16;) {
+        lines[count++] = p;
+        char* end = std::strchr(p, '\n');
+        if (!end) break;
+        *end = '\0';
+        p = end + 1;
+    }
+    if (count < 2 || std::strncmp(lines[1], "??", 2) == 0) {
+        append(text, size, length, "at %s+%s%s%s (no line: addr2line from binutils, and a build with -g1, give it)",
+               code_locator.executable, address, count >= 1 ? " in " : "", count >= 1 ? lines[0] : "");
+        return;
+    }
+    for (unsigned i = 1; i < count; i += 2) tidy_source_path(lines[i]);
+    append(text, size, length, "at %s (in %s)", lines[1], lines[0]);
+    for (unsigned i = 2; i + 1 < count; i += 2)
+        append(text, size, length, ", inlined into %s at %s", lines[i], lines[i + 1]);
+}
+
+// Whether the faulting access was a write: the page fault's error code (x86-64 only; elsewhere, unknown).
+const char* access_kind(const void* context) {
+#if defined(__x86_64__)
+    const auto* uc = static_cast<const ucontext_t*>(context);
+    return (uc->uc_mcontext.gregs[REG_ERR] & 2) ? "wrote" : "read";
+#else
+    (void)context;
+    return "accessed";
+#endif
+}
+
+uintptr_t faulting_pc(const void* context) {
+    const auto* uc = static_cast<const ucontext_t*>(context);
+#if defined(__x86_64__)
+    return uintptr_t(uc->uc_mcontext.gregs[REG_RIP]);
+#elif defined(__aarch64__)
+    return uintptr_t(uc->uc_mcontext.pc);
+#else
+    (void)uc;
+    return 0;
+#endif
+}
+
+[[noreturn]] void report_guard_page_fault(const Worker* w, const char* address, const GuardHit& hit, void* context) {
+    char text[4096];
+    size_t length = 0;
+    const ptrdiff_t offset = address - hit.start;  // what the kernel indexed, in bytes
+    const bool before = offset < 0;
+    if (w && w->run.kernel) {
+        const BlockRun& run = w->run;
+        const uint3 t = run.current ? run.current->index : thread_index(run.plain_thread), b = run.block;
+        append(text, sizeof text, length,
+               "CPU backend: kernel fault in block (%u,%u,%u), kernel launched at %s:%d (in %s):\n  thread "
+               "(%u,%u,%u) ",
+               b.x, b.y, b.z, run.kernel->launch_file, run.kernel->launch_line, run.kernel->launch_function, t.x, t.y,
+               t.z);
+    } else {
+        append(text, sizeof text, length, "CPU backend: host code ");  // on a GPU it could not reach device memory
+    }
+    append(text, sizeof text, length, "%s %s a %zu-byte device buffer at %p", access_kind(context),
+           before ? "before the start of" : "past the end of", hit.bytes, static_cast<const void*>(hit.start));
+    if (hit.file) append(text, sizeof text, length, " (cudaMalloc at %s:%d)", hit.file, hit.line);
+    append(text, sizeof text, length, ": byte offset %td, ", offset);
+    append_code_location(text, sizeof text, length, faulting_pc(context));
+    append(text, sizeof text, length,
+           ".\n  On a GPU this is an out-of-bounds access (compute-sanitizer: \"Invalid __global__ %s\"); guard the "
+           "index (if (i < n)) or size the buffer for every thread.\n",
+           *access_kind(context) == 'w' ? "write" : "read");
+    (void)!write(STDERR_FILENO, text, length);
+    std::abort();
+}
 
 void on_segv(int signal, siginfo_t* info, void* context) {
     const Worker* w = this_worker;
@@ -382,6 +534,7 @@ void on_segv(int signal, siginfo_t* info, void* context) {
         if (length > 0) (void)!write(STDERR_FILENO, text, std::min(size_t(length), sizeof text - 1));
         std::abort();
     }
+    if (GuardHit hit{}; guard_page_hit(address, hit)) report_guard_page_fault(w, address, hit, context);
     // Not ours: whoever handled SIGSEGV before (a sanitizer) gets it, or the default action ends the program.
     if (previous_segv_action.sa_flags & SA_SIGINFO) {
         if (previous_segv_action.sa_sigaction) return previous_segv_action.sa_sigaction(signal, info, context);
@@ -397,6 +550,11 @@ void install_stack_overflow_handler() {
     std::lock_guard lock(installing);
     struct sigaction current {};
     if (sigaction(SIGSEGV, nullptr, &current) != 0 || current.sa_sigaction == on_segv) return;
+    if (!code_locator.executable[0]) {
+        const ssize_t n = readlink("/proc/self/exe", code_locator.executable, sizeof code_locator.executable - 1);
+        code_locator.executable[n > 0 ? n : 0] = '\0';
+        dl_iterate_phdr(find_load_bias, &code_locator.load_bias);
+    }
     struct sigaction action {};
     action.sa_sigaction = on_segv;
     action.sa_flags = SA_SIGINFO | SA_ONSTACK;
@@ -1007,17 +1165,21 @@ void run_grid(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t shar
         // build's shared memory is a plain static, and float atomics stay deterministic. Copies still overlap.
         KernelInvocation queued = kernel;
         queued.bound_kernel = kernel.clone(kernel.bound_kernel);
-        enqueue(stream, [queued, grid, block, shared_bytes, schedule] {
+        std::vector<const void*> pointers(kernel.pointer_arguments, kernel.pointer_arguments + kernel.argument_count);
+        enqueue(stream, [queued, pointers = std::move(pointers), grid, block, shared_bytes, schedule]() mutable {
+            queued.pointer_arguments = pointers.data();  // the lambda's own copy, wherever it was moved to
             {
                 static std::mutex& one_grid_at_a_time = *new std::mutex;
                 std::lock_guard lock(one_grid_at_a_time);
                 run_grid_now(queued, grid, block, shared_bytes, schedule);
+                check_canaries_after_grid(queued);
             }
             queued.destroy(queued.bound_kernel);
         });
         return;
     }
     run_grid_now(kernel, grid, block, shared_bytes, schedule);
+    check_canaries_after_grid(kernel);
 }
 
 unsigned configured_workers() {

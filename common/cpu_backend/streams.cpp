@@ -381,6 +381,7 @@ using cpu_backend::record_error;
 
 cudaError_t cudaDeviceSynchronize() {
     if (cpu_backend::async_mode()) cpu_backend::synchronize_device();
+    cpu_backend::check_all_canaries("cudaDeviceSynchronize");  // host_api.cpp: writes past a device buffer's end
     return cudaSuccess;  // synchronous mode: every launch and copy has already finished
 }
 cudaError_t cudaDeviceReset() {
@@ -422,14 +423,16 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-    if (!cpu_backend::async_mode()) return cudaSuccess;
-    std::unique_lock lock(cpu_backend::sync().mutex);
-    const auto& s = cpu_backend::resolve(stream);
-    // Stream 0 also waits for the blocking streams' earlier work: an empty item on it carries exactly those waits.
-    const uint64_t item = s->legacy ? cpu_backend::enqueue_locked(
-                                          s, [] {}, nullptr)
-                                    : s->submitted;
-    cpu_backend::wait_locked(lock, s, item);
+    if (cpu_backend::async_mode()) {
+        std::unique_lock lock(cpu_backend::sync().mutex);
+        const auto& s = cpu_backend::resolve(stream);
+        // Stream 0 also waits for the blocking streams' earlier work: an empty item on it carries exactly those waits.
+        const uint64_t item = s->legacy ? cpu_backend::enqueue_locked(
+                                              s, [] {}, nullptr)
+                                        : s->submitted;
+        cpu_backend::wait_locked(lock, s, item);
+    }
+    cpu_backend::check_all_canaries("cudaStreamSynchronize");
     return cudaSuccess;
 }
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
@@ -495,12 +498,15 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     if (!event) return record_error(cudaErrorInvalidResourceHandle);
-    if (!cpu_backend::async_mode()) return cudaSuccess;
-    std::unique_lock lock(cpu_backend::sync().mutex);
-    const EventState& e = *event->state;
-    if (cpu_backend::event_complete(e)) return cudaSuccess;
-    const cpu_backend::StreamRef s = e.stream;  // a copy: a record from another thread may replace e.stream
-    cpu_backend::wait_locked(lock, s, e.item);
+    if (cpu_backend::async_mode()) {
+        std::unique_lock lock(cpu_backend::sync().mutex);
+        const EventState& e = *event->state;
+        if (!cpu_backend::event_complete(e)) {
+            const cpu_backend::StreamRef s = e.stream;  // a copy: a record from another thread may replace e.stream
+            cpu_backend::wait_locked(lock, s, e.item);
+        }
+    }
+    cpu_backend::check_all_canaries("cudaEventSynchronize");
     return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t event) {
