@@ -52,8 +52,8 @@ std::vector<float> make_matrix(std::mt19937_64& rng, int rows, int cols, int ld)
     return m;
 }
 
-using WithTile = void (*)(GemmTile, Transpose, Transpose, int, int, int, float, const float*, int, const float*, int,
-                          float, float*, int, GemmEpilogue, cudaStream_t);
+using WithTile = void (*)(GemmBlockTile, Transpose, Transpose, int, int, int, float, const float*, int, const float*,
+                          int, float, float*, int, GemmEpilogue, cudaStream_t);
 
 // One shape, one transpose combination, fresh inputs: the step's result against the float64 reference, and nothing
 // outside the matrix written.
@@ -118,7 +118,7 @@ TEST_CASE("gemm: every step takes every residue 1-7 (mod 8) of M N K with 16-byt
                   int ldb, float beta, float* C, int ldc,
                   GemmEpilogue epilogue) { gemm(v, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue); });
     }
-    // Steps 4–6 pick their block tile by the output's size: the other tile too.
+    // Steps 4–6 pick their block tile by the output's size and the SM count (choose_gemm_tile): every tile too.
     const struct {
         const char* name;
         WithTile with_tile;
@@ -126,7 +126,7 @@ TEST_CASE("gemm: every step takes every residue 1-7 (mod 8) of M N K with 16-byt
                  {"vectorized", gemm_vectorized_with_tile},
                  {"double_buffered", gemm_double_buffered_with_tile}};
     for (const auto& step : tiled) {
-        for (GemmTile tile : {GemmTile::t64, GemmTile::t128}) {
+        for (GemmBlockTile tile : {GemmBlockTile::t16, GemmBlockTile::t32, GemmBlockTile::t64, GemmBlockTile::t128}) {
             sweep(std::string(step.name) + " " + std::to_string(int(tile)),
                   [&](Transpose ta, Transpose tb, int M, int N, int K, float alpha, const float* A, int lda,
                       const float* B, int ldb, float beta, float* C, int ldc, GemmEpilogue epilogue) {

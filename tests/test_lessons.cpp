@@ -5,7 +5,6 @@
 //
 // The data: real MNIST when MNIST_DIR is set (CI), else a generated learnable stand-in written as IDX files.
 #include "tests/test_support.h"  // first: Catch2 pulls in <memory> before the backend's macros
-#include "lessons/lesson.h"      // training_step_gemm_flops
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,7 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lessons/lesson.h"  // kCpuTrainImages
+#include "lessons/lesson.h"  // kCpuTrainImages, training_step_gemm_flops
 
 namespace fs = std::filesystem;
 using nlohmann::json;
