@@ -174,11 +174,16 @@ inline GemmBlockTile choose_gemm_tile(int M, int N, int sm_count) {
     return GemmBlockTile::t16;
 }
 
-// The current device's SM count (a cached attribute in the runtime: cheap enough to ask at every launch).
+// The current device's SM count (a cached attribute in the runtime: cheap enough to ask at every launch), or 0 when
+// there is no usable device: then the tile is chosen as for one SM, the arguments are still checked first, and the
+// launch itself reports the missing device at its line.
 inline int gemm_sm_count() {
     int device = 0, sm_count = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+        (void)cudaGetLastError();  // not this launch's error: clear it
+        return 0;
+    }
     return sm_count;
 }
 
