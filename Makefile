@@ -72,8 +72,10 @@ playground: build/cpu/CMakeCache.txt $(if $(NVCC),build/cuda/CMakeCache.txt)
 
 # One playground file under both sanitizers: builds only its target in build/cpu-sanitize and build/cpu-race
 # (configuring them if needed), runs it in each, prints one verdict per tree; non-zero if either found something.
+# $(call shell_quote,TEXT): TEXT as one single-quoted shell word.
+shell_quote = '$(subst ','\'',$(1))'
 check-playground: | deps
-	@JOBS=$(JOBS) bash tools/check_playground.sh $(call report_quote,$(or $(FILE),$(NAME))) $(ARGS)
+	@JOBS=$(JOBS) bash tools/check_playground.sh $(call shell_quote,$(or $(FILE),$(NAME))) $(ARGS)
 
 test-cpu: cpu
 	$(CTEST) --test-dir build/cpu
