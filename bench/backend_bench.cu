@@ -86,13 +86,22 @@ int main(int argc, char** argv) {
     const int n = 1 << 22, threads = 256;
     int* out = nullptr;
     CUDA_CHECK(cudaMalloc(&out, n * sizeof(int)));
-    const float index_ms = median_ms(7, [&] { launch(write_index, ceil_div(n, threads), threads, 0, 0, out, n); });
+    const float index_ms = median_ms(7, [&] {
+        write_index<<<cuda_teach::ceil_div(n, threads), threads, 0, 0>>>(out, n);
+        CUDA_CHECK(cudaGetLastError());
+    });
     const double ns_per_thread = index_ms * 1e6 / n;
 
     // 2. Barriers: the difference between 65 barriers and 1, per thread per barrier.
     const int blocks = 256, rounds = 65;
-    const float many_ms = median_ms(5, [&] { launch(barriers_only, blocks, threads, 0, 0, out, rounds); });
-    const float one_ms = median_ms(5, [&] { launch(barriers_only, blocks, threads, 0, 0, out, 1); });
+    const float many_ms = median_ms(5, [&] {
+        barriers_only<<<blocks, threads, 0, 0>>>(out, rounds);
+        CUDA_CHECK(cudaGetLastError());
+    });
+    const float one_ms = median_ms(5, [&] {
+        barriers_only<<<blocks, threads, 0, 0>>>(out, 1);
+        CUDA_CHECK(cudaGetLastError());
+    });
     const double ns_per_barrier = (many_ms - one_ms) * 1e6 / (double(blocks) * threads * (rounds - 1));
     CUDA_CHECK(cudaFree(out));
 
@@ -109,8 +118,11 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaMalloc(&dc, c.size() * sizeof(float)));
     CUDA_CHECK(cudaMemcpy(da, a.data(), a.size() * sizeof(float), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(db, b.data(), b.size() * sizeof(float), cudaMemcpyHostToDevice));
-    const dim3 grid(ceil_div(size, kTile), ceil_div(size, kTile)), block(kTile, kTile);
-    const float gemm_ms = median_ms(3, [&] { launch(tiled_gemm, grid, block, 0, 0, da, db, dc, size); });
+    const dim3 grid(cuda_teach::ceil_div(size, kTile), cuda_teach::ceil_div(size, kTile)), block(kTile, kTile);
+    const float gemm_ms = median_ms(3, [&] {
+        tiled_gemm<<<grid, block, 0, 0>>>(da, db, dc, size);
+        CUDA_CHECK(cudaGetLastError());
+    });
     const double flops = 2.0 * size * size * size;
 
     // The host loop (i-k-j order, so the inner loop streams rows), timed with the host clock: it is host work.

@@ -1,14 +1,15 @@
 // common/launch.h — the one include a kernel file, a lesson or a test needs.
 //
-// defines: the CUDA runtime API (real, or the CPU backend's subset with the same names),
-//          CUDA_CHECK(call), launch(kernel, grid, block, shared_bytes, stream, args...), try_launch(...),
-//          dynamic_shared<T>(), BACKEND_NAME, and the device builtins (__syncthreads, __shfl_*_sync, ...).
+// defines: the CUDA runtime API (real, or the CPU backend's subset with the same names), CUDA_CHECK(call),
+//          BACKEND_NAME and the device builtins (__syncthreads, __shfl_*_sync, ...); for the backend's own tests,
+//          launch(kernel, grid, block, shared_bytes, stream, args...), try_launch(...) and dynamic_shared<T>().
 //
-// Two flavors are built from the same source:
-//   cuda — compiled by nvcc; launch() is exactly `kernel<<<grid, block, shared_bytes, stream>>>(args...)`
-//          followed by a check of cudaGetLastError(), so a bad launch configuration is reported where it happens.
-//   cpu  — compiled by the host C++ compiler (CUDA_TEACH_CPU is defined); launch() runs the kernel on the CPU
-//          execution backend in common/cpu_backend/: one fiber per CUDA thread, a block on one OS thread.
+// Kernels are launched as CUDA writes it, `kernel<<<grid, block, shared_bytes, stream>>>(args...);` then
+// `CUDA_CHECK(cudaGetLastError());`, in both flavors built from the same source:
+//   cuda — compiled by nvcc;
+//   cpu  — compiled by the host C++ compiler (CUDA_TEACH_CPU is defined) after tools/cuda_cpu_translate.py has
+//          turned each <<<>>> into a launch on the CPU execution backend in common/cpu_backend/: one fiber per
+//          CUDA thread, a block on one OS thread.
 #pragma once
 
 #include <cstdio>
@@ -28,7 +29,10 @@
 // Every CUDA call is checked: on failure print the call, where it was made, the error's name and text, and exit.
 // A learner sees `CUDA error cudaErrorMemoryAllocation (out of memory) at lesson.cu:42: cudaMalloc(&p, bytes)`
 // instead of garbage three kernels later.
-#define CUDA_CHECK(call) cuda_check((call), #call, __FILE__, __LINE__)
+#define CUDA_CHECK(call) ::cuda_teach::cuda_check((call), #call, __FILE__, __LINE__)
+
+// The project's helpers live in namespace cuda_teach, so that a file's own ceil_div, launch... cannot clash.
+namespace cuda_teach {
 
 inline void cuda_check(cudaError_t status, const char* what, const char* file, int line) {
     if (status == cudaSuccess) return;
@@ -45,6 +49,8 @@ inline void cuda_check(cudaError_t status, const char* what, const char* file, i
     std::exit(EXIT_FAILURE);
 }
 
+}  // namespace cuda_teach
+
 #if defined(CUDA_TEACH_CPU)
 inline constexpr const char* BACKEND_NAME = "cpu";
 #else
@@ -53,6 +59,8 @@ inline constexpr const char* BACKEND_NAME = "cuda";
 
 // The launch functions exist where kernels can be launched: in the cpu flavor, and in files nvcc compiles (a .cpp
 // file of the cuda flavor is compiled by the host compiler, which has no <<< >>>).
+namespace cuda_teach {
+
 #if defined(CUDA_TEACH_CPU) || defined(__CUDACC__)
 // try_launch(kernel, grid, block, shared_bytes, stream, args...) launches and returns the launch error — for code
 // that handles a bad configuration itself. It is a function template rather than a macro so that the arguments are
@@ -101,3 +109,5 @@ template <typename T>
 __host__ __device__ constexpr T ceil_div(T n, T per_block) {
     return (n + per_block - 1) / per_block;
 }
+
+}  // namespace cuda_teach

@@ -90,7 +90,9 @@ void bias_grad(const TY* dY, TB* db, int rows, int cols, int ldy, float beta = 0
     static_assert(kIsFloatOrHalf<TY> && kIsFloatOrHalf<TB>, "bias_grad: dY and db must be float or __half");
     if (rows < 0 || cols < 0 || ldy < cols) throw std::invalid_argument("bias_grad: bad sizes or ldy < cols");
     if (cols == 0) return;
-    launch(bias_grad_kernel<TY, TB>, dim3(ceil_div(cols, 32)), dim3(32, 32), 0, stream, rows, cols, dY, ldy, beta, db);
+    bias_grad_kernel<TY, TB>
+        <<<dim3(cuda_teach::ceil_div(cols, 32)), dim3(32, 32), 0, stream>>>(rows, cols, dY, ldy, beta, db);
+    CUDA_CHECK(cudaGetLastError());
 }
 
 // Row chunks of pass 1: ceil(rows / 256), written so that rows near INT_MAX cannot overflow.
@@ -128,10 +130,12 @@ void bias_grad_two_pass(const TY* dY, TB* db, int rows, int cols, int ldy, float
         throw std::invalid_argument("bias_grad_two_pass: more than 65535 * 256 rows");
     }
     if (chunks > 0) {
-        launch(bias_grad_partial_kernel<TY>, dim3(ceil_div(cols, 32), chunks), dim3(32, 8), 0, stream, rows, cols, dY,
-               ldy, workspace);
+        bias_grad_partial_kernel<TY>
+            <<<dim3(cuda_teach::ceil_div(cols, 32), chunks), dim3(32, 8), 0, stream>>>(rows, cols, dY, ldy, workspace);
+        CUDA_CHECK(cudaGetLastError());
     }
     // Pass 2: the one-pass kernel over the chunks × cols matrix of partials (0 rows when rows == 0: db = beta·db).
-    launch(bias_grad_kernel<float, TB>, dim3(ceil_div(cols, 32)), dim3(32, 32), 0, stream, chunks, cols,
-           static_cast<const float*>(workspace), cols, beta, db);
+    bias_grad_kernel<float, TB><<<dim3(cuda_teach::ceil_div(cols, 32)), dim3(32, 32), 0, stream>>>(
+        chunks, cols, static_cast<const float*>(workspace), cols, beta, db);
+    CUDA_CHECK(cudaGetLastError());
 }

@@ -77,24 +77,28 @@ inline bool all_aligned16(std::initializer_list<const void*> pointers) {
 }
 
 inline dim3 grid_for_4_per_thread(size_t n, unsigned threads) {
-    return dim3(static_cast<unsigned>(ceil_div<size_t>(ceil_div<size_t>(n, 4), threads)));
+    return dim3(static_cast<unsigned>(cuda_teach::ceil_div<size_t>(cuda_teach::ceil_div<size_t>(n, 4), threads)));
 }
 
 inline void bias_add(const float* bias, float* Y, int rows, int cols, int ldy, cudaStream_t stream = 0) {
     if (rows < 0 || cols < 0 || ldy < cols) throw std::invalid_argument("bias_add: bad sizes or ldy < cols");
     if (rows == 0 || cols == 0) return;
     const dim3 block(32, 8);
-    const dim3 grid(ceil_div(cols, 32), std::min(ceil_div(rows, 8), 65535));  // grid.y is limited to 65535 blocks
-    launch(bias_add_kernel, grid, block, 0, stream, rows, cols, bias, Y, ldy);
+    const dim3 grid(cuda_teach::ceil_div(cols, 32),
+                    std::min(cuda_teach::ceil_div(rows, 8), 65535));  // grid.y is limited to 65535 blocks
+    bias_add_kernel<<<grid, block, 0, stream>>>(rows, cols, bias, Y, ldy);
+    CUDA_CHECK(cudaGetLastError());
 }
 
 inline void relu_forward(const float* x, float* y, size_t n, cudaStream_t stream = 0) {
     if (n == 0) return;
     const dim3 block(256), grid = grid_for_4_per_thread(n, 256);
     if (all_aligned16({x, y})) {
-        launch(relu_forward_kernel<true>, grid, block, 0, stream, n, x, y);
+        relu_forward_kernel<true><<<grid, block, 0, stream>>>(n, x, y);
+        CUDA_CHECK(cudaGetLastError());
     } else {
-        launch(relu_forward_kernel<false>, grid, block, 0, stream, n, x, y);
+        relu_forward_kernel<false><<<grid, block, 0, stream>>>(n, x, y);
+        CUDA_CHECK(cudaGetLastError());
     }
 }
 
@@ -102,8 +106,10 @@ inline void relu_backward(const float* dy, const float* activation, float* dx, s
     if (n == 0) return;
     const dim3 block(256), grid = grid_for_4_per_thread(n, 256);
     if (all_aligned16({dy, activation, dx})) {
-        launch(relu_backward_kernel<true>, grid, block, 0, stream, n, dy, activation, dx);
+        relu_backward_kernel<true><<<grid, block, 0, stream>>>(n, dy, activation, dx);
+        CUDA_CHECK(cudaGetLastError());
     } else {
-        launch(relu_backward_kernel<false>, grid, block, 0, stream, n, dy, activation, dx);
+        relu_backward_kernel<false><<<grid, block, 0, stream>>>(n, dy, activation, dx);
+        CUDA_CHECK(cudaGetLastError());
     }
 }

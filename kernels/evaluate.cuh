@@ -70,6 +70,7 @@ void count_correct(const T* logits, const Label* labels, int* correct, int batch
     if (batch == 0) return;
     const int width = row_group_width(classes);
     const int threads = 256;
-    launch(count_correct_kernel<T, Label>, dim3(ceil_div(batch, threads / width)), dim3(threads), 0, stream, batch,
-           classes, width, logits, labels, correct, predictions);
+    count_correct_kernel<T, Label><<<dim3(cuda_teach::ceil_div(batch, threads / width)), dim3(threads), 0, stream>>>(
+        batch, classes, width, logits, labels, correct, predictions);
+    CUDA_CHECK(cudaGetLastError());
 }

@@ -90,7 +90,7 @@ __device__ __forceinline__ void store_half4(__half* p, __half2 low, __half2 high
 }
 
 inline dim3 grid_for_8_per_thread(size_t n, unsigned threads) {
-    return dim3(static_cast<unsigned>(ceil_div<size_t>(ceil_div<size_t>(n, 8), threads)));
+    return dim3(static_cast<unsigned>(cuda_teach::ceil_div<size_t>(cuda_teach::ceil_div<size_t>(n, 8), threads)));
 }
 
 // ---- the kernels --------------------------------------------------------------------------------------------------
@@ -187,9 +187,11 @@ inline void cast_to_half(const float* src, __half* dst, size_t n, cudaStream_t s
     if (n == 0) return;
     const dim3 block(256), grid = grid_for_8_per_thread(n, 256);
     if (all_aligned16({src, dst})) {
-        launch(cast_to_half_kernel<true>, grid, block, 0, stream, n, src, dst);
+        cast_to_half_kernel<true><<<grid, block, 0, stream>>>(n, src, dst);
+        CUDA_CHECK(cudaGetLastError());
     } else {
-        launch(cast_to_half_kernel<false>, grid, block, 0, stream, n, src, dst);
+        cast_to_half_kernel<false><<<grid, block, 0, stream>>>(n, src, dst);
+        CUDA_CHECK(cudaGetLastError());
     }
 }
 
@@ -197,9 +199,11 @@ inline void cast_to_float(const __half* src, float* dst, size_t n, cudaStream_t 
     if (n == 0) return;
     const dim3 block(256), grid = grid_for_8_per_thread(n, 256);
     if (all_aligned16({src, dst})) {
-        launch(cast_to_float_kernel<true>, grid, block, 0, stream, n, src, dst);
+        cast_to_float_kernel<true><<<grid, block, 0, stream>>>(n, src, dst);
+        CUDA_CHECK(cudaGetLastError());
     } else {
-        launch(cast_to_float_kernel<false>, grid, block, 0, stream, n, src, dst);
+        cast_to_float_kernel<false><<<grid, block, 0, stream>>>(n, src, dst);
+        CUDA_CHECK(cudaGetLastError());
     }
 }
 
@@ -209,13 +213,15 @@ inline void bias_relu_half(const __half* bias, __half* Y, int rows, int cols, in
     if (rows < 0 || cols < 0 || ldy < cols) throw std::invalid_argument("bias_relu_half: bad sizes or ldy < cols");
     if (rows == 0 || cols == 0) return;
     const dim3 block(32, 8);
-    const int grid_y = std::min(ceil_div(rows, 8), 65535);  // grid.y is limited to 65535 blocks
+    const int grid_y = std::min(cuda_teach::ceil_div(rows, 8), 65535);  // grid.y is limited to 65535 blocks
     if (all_aligned16({bias, Y}) && ldy % 8 == 0) {
-        launch(bias_relu_half_kernel<8>, dim3(ceil_div(cols, 32 * 8), grid_y), block, 0, stream, rows, cols, bias, Y,
-               ldy, relu);
+        bias_relu_half_kernel<8>
+            <<<dim3(cuda_teach::ceil_div(cols, 32 * 8), grid_y), block, 0, stream>>>(rows, cols, bias, Y, ldy, relu);
+        CUDA_CHECK(cudaGetLastError());
     } else {
-        launch(bias_relu_half_kernel<1>, dim3(ceil_div(cols, 32), grid_y), block, 0, stream, rows, cols, bias, Y, ldy,
-               relu);
+        bias_relu_half_kernel<1>
+            <<<dim3(cuda_teach::ceil_div(cols, 32), grid_y), block, 0, stream>>>(rows, cols, bias, Y, ldy, relu);
+        CUDA_CHECK(cudaGetLastError());
     }
 }
 
@@ -225,8 +231,10 @@ inline void relu_backward_half(const __half* dy, const __half* activation, __hal
     if (n == 0) return;
     const dim3 block(256), grid = grid_for_8_per_thread(n, 256);
     if (all_aligned16({dy, activation, dx})) {
-        launch(relu_backward_half_kernel<true>, grid, block, 0, stream, n, dy, activation, dx);
+        relu_backward_half_kernel<true><<<grid, block, 0, stream>>>(n, dy, activation, dx);
+        CUDA_CHECK(cudaGetLastError());
     } else {
-        launch(relu_backward_half_kernel<false>, grid, block, 0, stream, n, dy, activation, dx);
+        relu_backward_half_kernel<false><<<grid, block, 0, stream>>>(n, dy, activation, dx);
+        CUDA_CHECK(cudaGetLastError());
     }
 }

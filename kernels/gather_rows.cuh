@@ -37,6 +37,7 @@ inline void gather_rows(const uint8_t* pixels, const uint8_t* labels, const uint
                         int row_bytes, uint8_t* out_pixels, uint8_t* out_labels, cudaStream_t stream = 0) {
     if (rows < 0 || row_bytes < 1) throw std::invalid_argument("gather_rows: need rows >= 0 and row_bytes >= 1");
     if (rows == 0) return;
-    launch(gather_rows_kernel, dim3(static_cast<unsigned>(rows)), dim3(256), 0, stream, pixels, labels, order, first,
-           row_bytes, out_pixels, out_labels);
+    gather_rows_kernel<<<dim3(static_cast<unsigned>(rows)), dim3(256), 0, stream>>>(pixels, labels, order, first,
+                                                                                    row_bytes, out_pixels, out_labels);
+    CUDA_CHECK(cudaGetLastError());
 }

@@ -110,7 +110,7 @@ inline bool gemm_check_arguments(const char* who, Transpose op_a, Transpose op_b
 inline constexpr int kMaxGridY = 65535;
 
 inline void gemm_check_grid_y(const char* who, const char* dimension, int size, int per_block) {
-    const long long blocks = ceil_div<long long>(size, per_block);
+    const long long blocks = cuda_teach::ceil_div<long long>(size, per_block);
     if (blocks <= kMaxGridY) return;
     char text[320];
     std::snprintf(text, sizeof text, "%s: %s=%d needs %lld blocks of %d along grid.y, whose limit is %d (so %s <= %d)",
@@ -124,7 +124,7 @@ inline void gemm_check_grid_y(const char* who, const char* dimension, int size, 
 enum class GemmTile { t64 = 64, t128 = 128 };
 
 inline GemmTile gemm_tile_for(int M, int N) {
-    const long long tiles_128 = static_cast<long long>(ceil_div(M, 128)) * ceil_div(N, 128);
+    const long long tiles_128 = static_cast<long long>(cuda_teach::ceil_div(M, 128)) * cuda_teach::ceil_div(N, 128);
     return tiles_128 < 128 ? GemmTile::t64 : GemmTile::t128;
 }
 
@@ -159,7 +159,7 @@ struct GemmTileShape {
 // The grid of an M×N output in this tile, in blocks.
 inline long long gemm_block_count(GemmBlockTile tile, int M, int N) {
     const int t = static_cast<int>(tile);
-    return static_cast<long long>(ceil_div(M, t)) * ceil_div(N, t);
+    return static_cast<long long>(cuda_teach::ceil_div(M, t)) * cuda_teach::ceil_div(N, t);
 }
 
 // The tile for an M×N output on a GPU with sm_count SMs: the biggest whose grid has ≥ 2 blocks per SM, else the

@@ -44,6 +44,7 @@ inline void gemm_naive(Transpose op_a, Transpose op_b, int M, int N, int K, floa
     const auto kernel =
         gemm_pick_transposes(op_a, op_b, gemm_naive_kernel<false, false>, gemm_naive_kernel<false, true>,
                              gemm_naive_kernel<true, false>, gemm_naive_kernel<true, true>);
-    launch(kernel, dim3(ceil_div(M, 32), ceil_div(N, 8)), dim3(32, 8), 0, stream, M, N, K, alpha, A, lda, B, ldb, beta,
-           C, ldc, epilogue.bias, epilogue.relu);
+    kernel<<<dim3(cuda_teach::ceil_div(M, 32), cuda_teach::ceil_div(N, 8)), dim3(32, 8), 0, stream>>>(
+        M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue.bias, epilogue.relu);
+    CUDA_CHECK(cudaGetLastError());
 }

@@ -43,6 +43,7 @@ inline void gemm_coalesced(Transpose op_a, Transpose op_b, int M, int N, int K, 
     const auto kernel =
         gemm_pick_transposes(op_a, op_b, gemm_coalesced_kernel<false, false>, gemm_coalesced_kernel<false, true>,
                              gemm_coalesced_kernel<true, false>, gemm_coalesced_kernel<true, true>);
-    launch(kernel, dim3(ceil_div(N, 32), ceil_div(M, 8)), dim3(32, 8), 0, stream, M, N, K, alpha, A, lda, B, ldb, beta,
-           C, ldc, epilogue.bias, epilogue.relu);
+    kernel<<<dim3(cuda_teach::ceil_div(N, 32), cuda_teach::ceil_div(M, 8)), dim3(32, 8), 0, stream>>>(
+        M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue.bias, epilogue.relu);
+    CUDA_CHECK(cudaGetLastError());
 }

@@ -71,6 +71,7 @@ inline void gemm_smem_tiled(Transpose op_a, Transpose op_b, int M, int N, int K,
     const auto kernel =
         gemm_pick_transposes(op_a, op_b, gemm_smem_tiled_kernel<false, false>, gemm_smem_tiled_kernel<false, true>,
                              gemm_smem_tiled_kernel<true, false>, gemm_smem_tiled_kernel<true, true>);
-    launch(kernel, dim3(ceil_div(N, kSmemTile), ceil_div(M, kSmemTile)), dim3(kSmemTile, kSmemTile), 0, stream, M, N, K,
-           alpha, A, lda, B, ldb, beta, C, ldc, epilogue.bias, epilogue.relu);
+    kernel<<<dim3(cuda_teach::ceil_div(N, kSmemTile), cuda_teach::ceil_div(M, kSmemTile)), dim3(kSmemTile, kSmemTile),
+             0, stream>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue.bias, epilogue.relu);
+    CUDA_CHECK(cudaGetLastError());
 }

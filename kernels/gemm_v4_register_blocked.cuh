@@ -113,8 +113,9 @@ void gemm_register_blocked_launch(Transpose op_a, Transpose op_b, int M, int N, 
     const auto kernel = gemm_pick_transposes(
         op_a, op_b, gemm_register_blocked_kernel<kTile, false, false>, gemm_register_blocked_kernel<kTile, false, true>,
         gemm_register_blocked_kernel<kTile, true, false>, gemm_register_blocked_kernel<kTile, true, true>);
-    launch(kernel, dim3(ceil_div(N, kTile), ceil_div(M, kTile)), dim3(GemmTileShape<kTile>::kThreads), 0, stream, M, N,
-           K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue.bias, epilogue.relu);
+    kernel<<<dim3(cuda_teach::ceil_div(N, kTile), cuda_teach::ceil_div(M, kTile)), dim3(GemmTileShape<kTile>::kThreads),
+             0, stream>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue.bias, epilogue.relu);
+    CUDA_CHECK(cudaGetLastError());
 }
 
 // Runs step 4 with the given block tile (the tests force each; gemm_register_blocked lets choose_gemm_tile pick).

@@ -123,9 +123,10 @@ void gemm_vectorized_launch(Transpose op_a, Transpose op_b, int M, int N, int K,
     const auto kernel = gemm_pick_transposes(
         op_a, op_b, gemm_vectorized_kernel<kTile, false, false>, gemm_vectorized_kernel<kTile, false, true>,
         gemm_vectorized_kernel<kTile, true, false>, gemm_vectorized_kernel<kTile, true, true>);
-    launch(kernel, dim3(ceil_div(N, kTile), ceil_div(M, kTile)), dim3(GemmTileShape<kTile>::kThreads), 0, stream, M, N,
-           K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue.bias, epilogue.relu,
-           gemm_can_use_float4(A, lda, B, ldb, C, ldc));
+    kernel<<<dim3(cuda_teach::ceil_div(N, kTile), cuda_teach::ceil_div(M, kTile)), dim3(GemmTileShape<kTile>::kThreads),
+             0, stream>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue.bias, epilogue.relu,
+                          gemm_can_use_float4(A, lda, B, ldb, C, ldc));
+    CUDA_CHECK(cudaGetLastError());
 }
 
 // Runs step 5 with the given block tile (the tests force each; gemm_vectorized lets choose_gemm_tile pick).

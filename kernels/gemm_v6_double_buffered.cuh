@@ -33,7 +33,7 @@ __global__ void __launch_bounds__(GemmTileShape<kTile>::kThreads, GemmTileShape<
     constexpr int kVec = TN >= 4 ? 4 : TN, kGroups = TN / kVec;  // a thread's columns, as in step 5
     // float4s of each tile, and per thread (rounded up: at 16×16, 32 float4s for 64 threads, half of them idle)
     constexpr int kTileA = BM * BK / 4, kTileB = BN * BK / 4;
-    constexpr int kLoadsA = ceil_div(kTileA, kThreads), kLoadsB = ceil_div(kTileB, kThreads);
+    constexpr int kLoadsA = cuda_teach::ceil_div(kTileA, kThreads), kLoadsB = cuda_teach::ceil_div(kTileB, kThreads);
     __shared__ __align__(16) float a_tile[2][BK][BM + 4];  // a_tile[buffer][k][m], padded as in step 5
     __shared__ __align__(16) float b_tile[2][BK][BN + 4];  // b_tile[buffer][k][n]
 
@@ -146,9 +146,10 @@ void gemm_double_buffered_launch(Transpose op_a, Transpose op_b, int M, int N, i
     const auto kernel = gemm_pick_transposes(
         op_a, op_b, gemm_double_buffered_kernel<kTile, false, false>, gemm_double_buffered_kernel<kTile, false, true>,
         gemm_double_buffered_kernel<kTile, true, false>, gemm_double_buffered_kernel<kTile, true, true>);
-    launch(kernel, dim3(ceil_div(N, kTile), ceil_div(M, kTile)), dim3(GemmTileShape<kTile>::kThreads), 0, stream, M, N,
-           K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue.bias, epilogue.relu,
-           gemm_can_use_float4(A, lda, B, ldb, C, ldc));
+    kernel<<<dim3(cuda_teach::ceil_div(N, kTile), cuda_teach::ceil_div(M, kTile)), dim3(GemmTileShape<kTile>::kThreads),
+             0, stream>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue.bias, epilogue.relu,
+                          gemm_can_use_float4(A, lda, B, ldb, C, ldc));
+    CUDA_CHECK(cudaGetLastError());
 }
 
 // Runs step 6 with the given block tile (the tests force each; gemm_double_buffered lets choose_gemm_tile pick).

@@ -99,6 +99,7 @@ void hgemm_warp_tile(Transpose op_a, Transpose op_b, int M, int N, int K, float 
     const auto kernel = gemm_pick_transposes(
         op_a, op_b, hgemm_warp_tile_kernel<OutT, false, false>, hgemm_warp_tile_kernel<OutT, false, true>,
         hgemm_warp_tile_kernel<OutT, true, false>, hgemm_warp_tile_kernel<OutT, true, true>);
-    launch(kernel, dim3(ceil_div(N, 64), ceil_div(M, 64)), dim3(128), 0, stream, M, N, K, alpha, A, lda, B, ldb, C, ldc,
-           epilogue.bias, epilogue.relu);
+    kernel<<<dim3(cuda_teach::ceil_div(N, 64), cuda_teach::ceil_div(M, 64)), dim3(128), 0, stream>>>(
+        M, N, K, alpha, A, lda, B, ldb, C, ldc, epilogue.bias, epilogue.relu);
+    CUDA_CHECK(cudaGetLastError());
 }

@@ -181,8 +181,9 @@ void hgemm_block_tile_with_tile(GemmTile tile, Transpose op_a, Transpose op_b, i
                                                    hgemm_block_tile_kernel<OutT, 128, false, true>,
                                                    hgemm_block_tile_kernel<OutT, 128, true, false>,
                                                    hgemm_block_tile_kernel<OutT, 128, true, true>);
-    launch(kernel, dim3(ceil_div(N, bt), ceil_div(M, bt)), dim3(2 * bt), 0, stream, M, N, K, alpha, A, lda, B, ldb, C,
-           ldc, epilogue.bias, epilogue.relu, hgemm_can_use_16_bytes(A, lda, B, ldb));
+    kernel<<<dim3(cuda_teach::ceil_div(N, bt), cuda_teach::ceil_div(M, bt)), dim3(2 * bt), 0, stream>>>(
+        M, N, K, alpha, A, lda, B, ldb, C, ldc, epilogue.bias, epilogue.relu, hgemm_can_use_16_bytes(A, lda, B, ldb));
+    CUDA_CHECK(cudaGetLastError());
 }
 
 template <typename OutT>

@@ -144,7 +144,8 @@ __global__ void update_grad_scaler_kernel(GradScalerState* state, GradScalerOpti
 inline void init_grad_scaler(GradScalerState* state, const GradScalerOptions& options, cudaStream_t stream = 0) {
     check_grad_scaler_options(options, "init_grad_scaler");
     if (state == nullptr) throw std::invalid_argument("init_grad_scaler: state must not be null");
-    launch(init_grad_scaler_kernel, dim3(1), dim3(1), 0, stream, state, options);
+    init_grad_scaler_kernel<<<dim3(1), dim3(1), 0, stream>>>(state, options);
+    CUDA_CHECK(cudaGetLastError());
 }
 
 // Unscales `count` gradient tensors (tensors: a host array) and raises state->found_inf on any inf/NaN: one launch
@@ -166,7 +167,7 @@ inline void unscale_and_check(const GradientTensor* tensors, int count, GradScal
             list.data[t] = tensor.data;
             list.count[t] = tensor.count;
             list.first_block[t] = static_cast<unsigned>(blocks);
-            blocks += ceil_div<uint64_t>(tensor.count, kUnscaleElementsPerBlock);
+            blocks += cuda_teach::ceil_div<uint64_t>(tensor.count, kUnscaleElementsPerBlock);
             if (blocks > 0x7fffffffu) {  // grid.x holds 2^31 − 1 blocks
                 throw std::invalid_argument(
                     "unscale_and_check: more than 2^31 - 1 blocks of 1024 elements in one "
@@ -175,8 +176,9 @@ inline void unscale_and_check(const GradientTensor* tensors, int count, GradScal
         }
         for (int t = list.tensors; t <= kUnscaleMaxTensors; ++t) list.first_block[t] = static_cast<unsigned>(blocks);
         if (blocks == 0) continue;
-        launch(unscale_and_check_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kUnscaleThreads), 0, stream, list,
-               state);
+        unscale_and_check_kernel<<<dim3(static_cast<unsigned>(blocks)), dim3(kUnscaleThreads), 0, stream>>>(list,
+                                                                                                            state);
+        CUDA_CHECK(cudaGetLastError());
     }
 }
 
@@ -187,5 +189,6 @@ inline void update_grad_scaler(GradScalerState* state, const GradScalerOptions& 
     if (state == nullptr || !(beta1 >= 0.0f && beta1 < 1.0f) || !(beta2 >= 0.0f && beta2 < 1.0f)) {
         throw std::invalid_argument("update_grad_scaler: need a state and 0 <= beta1, beta2 < 1");
     }
-    launch(update_grad_scaler_kernel, dim3(1), dim3(1), 0, stream, state, options, beta1, beta2);
+    update_grad_scaler_kernel<<<dim3(1), dim3(1), 0, stream>>>(state, options, beta1, beta2);
+    CUDA_CHECK(cudaGetLastError());
 }

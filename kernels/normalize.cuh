@@ -55,10 +55,12 @@ void normalize_pixels(const uint8_t* pixels, Out* out, size_t n, float mean = kM
     const bool vec =
         reinterpret_cast<uintptr_t>(pixels) % 4 == 0 && reinterpret_cast<uintptr_t>(out) % (4 * sizeof(Out)) == 0;
     const dim3 block(256);
-    const dim3 grid(static_cast<unsigned>(ceil_div<size_t>(ceil_div<size_t>(n, 4), block.x)));
+    const dim3 grid(static_cast<unsigned>(cuda_teach::ceil_div<size_t>(cuda_teach::ceil_div<size_t>(n, 4), block.x)));
     if (vec) {
-        launch(normalize_pixels_kernel<true, Out>, grid, block, 0, stream, n, pixels, out, mean, std);
+        normalize_pixels_kernel<true, Out><<<grid, block, 0, stream>>>(n, pixels, out, mean, std);
+        CUDA_CHECK(cudaGetLastError());
     } else {
-        launch(normalize_pixels_kernel<false, Out>, grid, block, 0, stream, n, pixels, out, mean, std);
+        normalize_pixels_kernel<false, Out><<<grid, block, 0, stream>>>(n, pixels, out, mean, std);
+        CUDA_CHECK(cudaGetLastError());
     }
 }

@@ -124,9 +124,11 @@ inline void sgd_momentum_step(float* param, const float* grad, float* velocity, 
     if (n == 0) return;
     const dim3 block(256), grid = grid_for_4_per_thread(n, 256);
     if (all_aligned16({param, grad, velocity})) {
-        launch(sgd_momentum_kernel<true>, grid, block, 0, stream, n, param, grad, velocity, h);
+        sgd_momentum_kernel<true><<<grid, block, 0, stream>>>(n, param, grad, velocity, h);
+        CUDA_CHECK(cudaGetLastError());
     } else {
-        launch(sgd_momentum_kernel<false>, grid, block, 0, stream, n, param, grad, velocity, h);
+        sgd_momentum_kernel<false><<<grid, block, 0, stream>>>(n, param, grad, velocity, h);
+        CUDA_CHECK(cudaGetLastError());
     }
 }
 
@@ -139,9 +141,11 @@ inline void adamw_step(float* param, const float* grad, float* m, float* v, size
     const float bc2 = adamw_bias_correction(h.beta2, step);
     const dim3 block(256), grid = grid_for_4_per_thread(n, 256);
     if (all_aligned16({param, grad, m, v})) {
-        launch(adamw_kernel<true>, grid, block, 0, stream, n, param, grad, m, v, h, bc1, bc2);
+        adamw_kernel<true><<<grid, block, 0, stream>>>(n, param, grad, m, v, h, bc1, bc2);
+        CUDA_CHECK(cudaGetLastError());
     } else {
-        launch(adamw_kernel<false>, grid, block, 0, stream, n, param, grad, m, v, h, bc1, bc2);
+        adamw_kernel<false><<<grid, block, 0, stream>>>(n, param, grad, m, v, h, bc1, bc2);
+        CUDA_CHECK(cudaGetLastError());
     }
 }
 
@@ -257,11 +261,13 @@ void adamw_general_launch(Param* param, const Grad* grad, float* m, float* v, __
                           cudaStream_t stream) {
     const dim3 block(256), grid = grid_for_4_per_thread(n, 256);
     if (counters != nullptr) {
-        launch(adamw_general_kernel<Param, Grad, kVec, true>, grid, block, 0, stream, n, param, grad, m, v, copy, h,
-               bc1, bc2, scaler, counters);
+        adamw_general_kernel<Param, Grad, kVec, true>
+            <<<grid, block, 0, stream>>>(n, param, grad, m, v, copy, h, bc1, bc2, scaler, counters);
+        CUDA_CHECK(cudaGetLastError());
     } else {
-        launch(adamw_general_kernel<Param, Grad, kVec, false>, grid, block, 0, stream, n, param, grad, m, v, copy, h,
-               bc1, bc2, scaler, counters);
+        adamw_general_kernel<Param, Grad, kVec, false>
+            <<<grid, block, 0, stream>>>(n, param, grad, m, v, copy, h, bc1, bc2, scaler, counters);
+        CUDA_CHECK(cudaGetLastError());
     }
 }
 

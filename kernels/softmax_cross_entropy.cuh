@@ -121,11 +121,14 @@ void softmax_cross_entropy(const T* logits, const Label* labels, std::type_ident
     const int width = row_group_width(classes);
     const int threads = 256;
     const int rows_per_block = threads / width;
-    launch(softmax_cross_entropy_kernel<T, Label>, dim3(ceil_div(batch, rows_per_block)), dim3(threads), 0, stream,
-           batch, classes, width, logits, labels, dlogits, row_losses, grad_scale);
+    softmax_cross_entropy_kernel<T, Label>
+        <<<dim3(cuda_teach::ceil_div(batch, rows_per_block)), dim3(threads), 0, stream>>>(
+            batch, classes, width, logits, labels, dlogits, row_losses, grad_scale);
+    CUDA_CHECK(cudaGetLastError());
     if (mean_loss != nullptr) {
-        launch(mean_reduce_kernel, dim3(1), dim3(kMeanReduceThreads), 0, stream, batch,
-               static_cast<const float*>(row_losses), 1.0f / static_cast<float>(batch), mean_loss);
+        mean_reduce_kernel<<<dim3(1), dim3(kMeanReduceThreads), 0, stream>>>(
+            batch, static_cast<const float*>(row_losses), 1.0f / static_cast<float>(batch), mean_loss);
+        CUDA_CHECK(cudaGetLastError());
     }
 }
 
@@ -147,5 +150,6 @@ inline void accumulate_loss(const float* mean_loss, int rows, double* loss_sum, 
     if (mean_loss == nullptr || loss_sum == nullptr || rows < 0) {
         throw std::invalid_argument("accumulate_loss: null pointer or negative rows");
     }
-    launch(accumulate_loss_kernel, dim3(1), dim3(1), 0, stream, mean_loss, rows, loss_sum);
+    accumulate_loss_kernel<<<dim3(1), dim3(1), 0, stream>>>(mean_loss, rows, loss_sum);
+    CUDA_CHECK(cudaGetLastError());
 }

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "common/launch.h"  // the CUDA runtime API (real or CPU backend), launch(), CUDA_CHECK
+#include "common/launch.h"  // the CUDA runtime API (real or CPU backend) and CUDA_CHECK
 
 // One thread per element. The grid is rounded up to whole blocks, so the last block has threads past the end:
 // the `if` keeps them from writing out of bounds.
@@ -33,9 +33,9 @@ int main() {
     CUDA_CHECK(cudaMemcpy(d_b, b.data(), n * sizeof(float), cudaMemcpyHostToDevice));
 
     const int threads_per_block = 256;
-    const int blocks = ceil_div(n, threads_per_block);
-    // Stands for: vector_add<<<blocks, threads_per_block, 0, 0>>>(d_a, d_b, d_c, n); plus a launch check.
-    launch(vector_add, blocks, threads_per_block, 0, 0, d_a, d_b, d_c, n);
+    const int blocks = cuda_teach::ceil_div(n, threads_per_block);
+    vector_add<<<blocks, threads_per_block, 0, 0>>>(d_a, d_b, d_c, n);
+    CUDA_CHECK(cudaGetLastError());
 
     CUDA_CHECK(cudaMemcpy(c.data(), d_c, n * sizeof(float), cudaMemcpyDeviceToHost));  // waits for the kernel
     int wrong = 0;

@@ -21,6 +21,14 @@
 #include "common/launch.h"
 #include "common/mnist.h"
 
+// The tests use the project's helpers unqualified (user code keeps these names free: they are in cuda_teach).
+using cuda_teach::ceil_div;
+#if defined(CUDA_TEACH_CPU) || defined(__CUDACC__)
+using cuda_teach::dynamic_shared;
+using cuda_teach::launch;
+using cuda_teach::try_launch;
+#endif
+
 namespace test_support {
 
 // True when kernels can run: always on the CPU backend; on the cuda flavor only if a GPU is visible.

@@ -228,8 +228,10 @@ const char* changed_canary_of(const char* start, const DeviceAllocation& a) {
     return changed_canary(a.mapping + kGuardPage, start);
 }
 
-std::string kernel_name(const void* kernel_address) {
-    std::string name = static_shared_of(kernel_address).kernel_name;
+// The kernel's name from the symbol table; else as its <<<>>> launch spelled it (a template deduced there).
+std::string kernel_name(const void* kernel_address, const char* kernel_text = nullptr) {
+    std::string name = kernel_address ? static_shared_of(kernel_address).kernel_name : std::string();
+    if (name.empty() && kernel_text) return kernel_text;
     int status = -1;
     if (char* plain = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status); plain && status == 0) {
         name = plain;
@@ -255,6 +257,7 @@ struct LastKernel {  // the latest grid to end, for a canary found changed at a 
     const char* file = "?";
     int line = 0;
     const char* function = "?";
+    const char* text = nullptr;
 } last_kernel;  // guarded by memory().mutex
 
 // A canary found changed at a synchronization point or at cudaFree: which kernel wrote it is no longer known.
@@ -265,7 +268,8 @@ void check_canary_at(const char* where, const char* start, const DeviceAllocatio
         "kernel fault: %s found that a kernel (or host code) wrote %s %s: %s was changed. The latest kernel "
         "launched was %s, at %s:%d (in %s). %s",
         where, bad < start ? "before the start of" : "past the end of", describe_buffer(start, a).c_str(),
-        where_in(bad, start).c_str(), last_kernel.address ? kernel_name(last_kernel.address).c_str() : "none",
+        where_in(bad, start).c_str(),
+        last_kernel.address || last_kernel.text ? kernel_name(last_kernel.address, last_kernel.text).c_str() : "none",
         last_kernel.file, last_kernel.line, last_kernel.function, kCanaryNote);
 }
 }  // namespace
@@ -276,7 +280,8 @@ void check_canary_at(const char* where, const char* start, const DeviceAllocatio
 void check_canaries_after_grid(const KernelInvocation& kernel) {
     auto& m = memory();
     std::lock_guard lock(m.mutex);
-    last_kernel = {kernel.kernel_address, kernel.launch_file, kernel.launch_line, kernel.launch_function};
+    last_kernel = {kernel.kernel_address, kernel.launch_file, kernel.launch_line, kernel.launch_function,
+                   kernel.kernel_text};
     for (unsigned i = 0; i < kernel.argument_count; ++i) {
         const char* p = static_cast<const char*>(kernel.pointer_arguments[i]);
         if (!p) continue;
@@ -287,7 +292,7 @@ void check_canaries_after_grid(const KernelInvocation& kernel) {
         const char* bad = changed_canary_of(it->first, it->second);
         if (!bad) continue;
         fatal("kernel fault: the kernel %s launched at %s:%d (in %s) wrote %s %s (its argument %u): %s was changed. %s",
-              kernel_name(kernel.kernel_address).c_str(), kernel.launch_file, kernel.launch_line,
+              kernel_name(kernel.kernel_address, kernel.kernel_text).c_str(), kernel.launch_file, kernel.launch_line,
               kernel.launch_function, bad < it->first ? "before the start of" : "past the end of",
               describe_buffer(it->first, it->second).c_str(), i, where_in(bad, it->first).c_str(), kCanaryNote);
     }
@@ -643,3 +648,75 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t str
 }
 
 // Streams and events: streams.cpp.
+
+// 2D copies: `height` rows of `width` bytes, each row starting `pitch` bytes after the previous one (so the bytes
+// between a row's end and the next row's start are not touched), row by row through the 1D copies' rules.
+namespace {
+template <typename CopyRow>
+cudaError_t copy_rows(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                      CopyRow copy_row) {
+    if (width > dpitch || width > spitch) return record_error(cudaErrorInvalidPitchValue);
+    for (size_t row = 0; row < height; ++row) {
+        const cudaError_t e =
+            copy_row(static_cast<char*>(dst) + row * dpitch, static_cast<const char*>(src) + row * spitch, width);
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+}
+}  // namespace
+
+cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                         cudaMemcpyKind kind) {
+    return copy_rows(dst, dpitch, src, spitch, width, height,
+                     [kind](void* d, const void* s, size_t bytes) { return cudaMemcpy(d, s, bytes, kind); });
+}
+
+cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                              cudaMemcpyKind kind, cudaStream_t stream) {
+    return copy_rows(dst, dpitch, src, spitch, width, height, [kind, stream](void* d, const void* s, size_t bytes) {
+        return cudaMemcpyAsync(d, s, bytes, kind, stream);
+    });
+}
+
+// What the backend knows of a kernel: its static __shared__ bytes (from the symbol table) and the limits it enforces.
+// Registers and local memory are the GPU compiler's business: 0 here.
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, const void* kernel) {
+    if (!attributes || !kernel) return record_error(cudaErrorInvalidDeviceFunction);
+    *attributes = cudaFuncAttributes{};
+    const size_t static_bytes = cpu_backend::static_shared_of(kernel).bytes;
+    attributes->sharedSizeBytes = static_bytes;
+    attributes->maxThreadsPerBlock = 1024;
+    attributes->maxDynamicSharedSizeBytes = int(cpu_backend::max_dynamic_shared_of(kernel, static_bytes));
+    attributes->ptxVersion = 80;
+    attributes->binaryVersion = 80;
+    return cudaSuccess;
+}
+
+// An estimate, from threads and shared memory only (the backend does not know the kernel's registers): how many
+// blocks of `block_size` threads fit on one of the emulated device's SMs (1024 threads, 32 blocks, 228 KiB of shared
+// memory each: an H100's shared memory with this backend's thread limit).
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void* kernel, int block_size,
+                                                          size_t dynamic_shared_bytes) {
+    if (!blocks || !kernel || block_size <= 0 || block_size > 1024) return record_error(cudaErrorInvalidValue);
+    constexpr int kThreadsPerSm = 1024, kBlocksPerSm = 32;
+    constexpr size_t kSharedPerSm = 228 * 1024;
+    int fit = std::min(kThreadsPerSm / block_size, kBlocksPerSm);
+    const size_t shared_per_block = cpu_backend::static_shared_of(kernel).bytes + dynamic_shared_bytes;
+    if (shared_per_block > 0) fit = std::min<int>(fit, int(kSharedPerSm / shared_per_block));
+    *blocks = fit;
+    return cudaSuccess;
+}
+
+// A failed assert(): in a kernel, a kernel fault naming the block and thread (a GPU reports the failed assertion
+// with its block and thread, then cudaErrorAssert); in host code, glibc's message and abort().
+extern "C" [[noreturn]] void __assert_fail(const char* assertion, const char* file, unsigned int line,
+                                           const char* function) noexcept {
+    if (cpu_backend::in_kernel()) {
+        char what[1024];
+        std::snprintf(what, sizeof what, "assert(%s) failed at %s:%u (in %s)", assertion, file, line, function);
+        cpu_backend::kernel_fault(what);
+    }
+    std::fprintf(stderr, "%s: %s:%u: %s: Assertion `%s' failed.\n", program_invocation_short_name, file, line, function,
+                 assertion);
+    std::abort();
+}

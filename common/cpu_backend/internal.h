@@ -49,6 +49,10 @@ struct StaticShared {
 };
 // Found in the executable's symbol table at the kernel's first launch, then cached. Thread-safe.
 const StaticShared& static_shared_of(const void* kernel_address);
+// The dynamic shared memory a launch of this kernel may ask for (cudaFuncSetAttribute's, or what 48 KiB leaves).
+size_t max_dynamic_shared_of(const void* kernel, size_t static_bytes);
+// Whether the calling thread is running a CUDA thread of a kernel (a fiber or the barrier-free loop).
+bool in_kernel();
 // Where a variable is for the calling thread (its own copy, in the thread_local build); null if unknown.
 unsigned char* static_shared_address(const StaticSharedVariable& variable);
 #if defined(CUDA_TEACH_RACECHECK)

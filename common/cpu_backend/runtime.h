@@ -37,6 +37,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <array>
 #include <source_location>
@@ -60,10 +61,12 @@
 // access to `__shared__` in a template kernel (every GEMM, softmax, ...) would pass unseen. Internal, it is an
 // ordinary local static with redzones. (A kernel that is already internal is written in an anonymous namespace, not
 // `static __global__`, which would read `static static` here.)
+// `unused`: a kernel that a file defines but does not launch is not a warning (nvcc gives none; and g++ does not
+// see the use of one named only in a <<<>>> launch of a template that this file does not instantiate).
 #if defined(CUDA_TEACH_SANITIZE)
-#define __global__ static
+#define __global__ static __attribute__((unused))
 #else
-#define __global__
+#define __global__ __attribute__((unused))
 #endif
 #define __device__
 #define __host__
@@ -111,6 +114,8 @@ struct KernelInvocation {
     // Each argument that is a pointer (null for the others): their buffers' canaries are checked as the grid ends.
     const void* const* pointer_arguments = nullptr;
     unsigned argument_count = 0;
+    const char* kernel_text =
+        nullptr;  // the kernel as a <<<>>> launch spelled it (named when its address is not known)
 };
 
 // Validates the configuration (sets the last error like CUDA does), then runs every block to completion (in
@@ -171,22 +176,16 @@ const void* pointer_argument(const T& value) {
         return nullptr;
 }
 
-template <typename... KernelParams, typename... Args>
-void launch_kernel(void (*kernel)(KernelParams...), const LaunchGrid& grid, dim3 block, size_t shared_bytes,
-                   cudaStream_t stream, Args&&... args) {
-    const BoundKernel<KernelParams...> bound{kernel, {std::forward<Args>(args)...}};
-    using Bound = BoundKernel<KernelParams...>;
-    std::array<const void*, sizeof...(KernelParams)> pointers{};
-    const KernelInvocation invocation{&Bound::run,
-                                      &bound,
-                                      reinterpret_cast<const void*>(kernel),
-                                      &Bound::clone,
-                                      &Bound::destroy,
-                                      grid.file,
-                                      grid.line,
-                                      grid.function,
-                                      pointers.data(),
-                                      unsigned(pointers.size())};
+// Builds the invocation of a bound kernel (its pointer arguments checked) and runs or queues the grid.
+template <typename Bound>
+void launch_bound_kernel(const Bound& bound, const void* kernel_address, const char* kernel_text, const char* file,
+                         int line, const char* function, dim3 grid, dim3 block, size_t shared_bytes,
+                         cudaStream_t stream) {
+    constexpr size_t argument_count = std::tuple_size_v<decltype(bound.args)>;
+    std::array<const void*, argument_count> pointers{};
+    const KernelInvocation invocation{&Bound::run, &bound, kernel_address, &Bound::clone,   &Bound::destroy,
+                                      file,        line,   function,       pointers.data(), unsigned(argument_count),
+                                      kernel_text};
     std::apply(
         [&invocation, &pointers](const auto&... value) {
             unsigned argument = 0;
@@ -195,8 +194,117 @@ void launch_kernel(void (*kernel)(KernelParams...), const LaunchGrid& grid, dim3
              ...);
         },
         bound.args);
-    run_grid(invocation, grid.dims, block, shared_bytes, stream);
+    run_grid(invocation, grid, block, shared_bytes, stream);
 }
+
+template <typename... KernelParams, typename... Args>
+void launch_kernel(void (*kernel)(KernelParams...), const LaunchGrid& grid, dim3 block, size_t shared_bytes,
+                   cudaStream_t stream, Args&&... args) {
+    const BoundKernel<KernelParams...> bound{kernel, {std::forward<Args>(args)...}};
+    launch_bound_kernel(bound, reinterpret_cast<const void*>(kernel), nullptr, grid.file, grid.line, grid.function,
+                        grid.dims, block, shared_bytes, stream);
+}
+
+// --- Launches written as <<<>>> ------------------------------------------------------------------------------------
+// The cpu flavor compiles `kernel<<<grid, block, shared_bytes, stream>>>(args...)` after
+// tools/cuda_cpu_translate.py has rewritten it into a call of launch_from_source (the translated files are under
+// build/cpu/cuda_cpu_translated/). Like CUDA, the arguments are evaluated once and converted to the kernel's
+// parameter types (so NULL or 0 passes as a pointer), and a template kernel may deduce its template arguments from
+// them. The kernel expression is used in one of three ways, whichever compiles first:
+//   1. it names one function (a kernel, kernel<T, 4>, a function pointer): single_kernel() takes its address;
+//   2. it names a template or an overload set whose member taking exactly the arguments' types is a kernel;
+//   3. otherwise each CUDA thread calls it with the arguments, so overload resolution and deduction are a call's.
+
+// Where a launch was written and the kernel as it was spelled there.
+struct LaunchSite {
+    const char* file;
+    int line;
+    const char* function;
+    const char* kernel_text;
+};
+
+// <<<grid, block, shared_bytes, stream>>>: what a launch configuration converts from in CUDA.
+struct LaunchConfig {
+    dim3 grid;
+    dim3 block;
+    size_t shared_bytes;
+    cudaStream_t stream;
+    LaunchConfig(dim3 grid_, dim3 block_, size_t shared_bytes_ = 0, cudaStream_t stream_ = nullptr)
+        : grid(grid_), block(block_), shared_bytes(shared_bytes_), stream(stream_) {}
+};
+
+// Compiles only for an expression naming a single function (Tag makes the call dependent, so that elsewhere it is
+// a substitution failure the translation's `requires` can test rather than an error).
+template <typename Tag, typename... KernelParams>
+constexpr auto single_kernel(void (*kernel)(KernelParams...)) {
+    return kernel;
+}
+
+// A kernel's arguments converted to its parameter types, as a call converts them.
+template <typename KernelPointer>
+struct KernelArguments;
+template <typename... KernelParams>
+struct KernelArguments<void (*)(KernelParams...)> {
+    std::tuple<std::decay_t<KernelParams>...> values;
+    KernelArguments(std::decay_t<KernelParams>... arguments) : values(std::move(arguments)...) {}
+};
+
+template <typename... KernelParams>
+struct BoundFromSource {
+    BoundKernel<KernelParams...> bound;
+    const void* address;
+};
+
+template <typename... KernelParams>
+BoundFromSource<KernelParams...> bind_kernel(void (*kernel)(KernelParams...),
+                                             KernelArguments<void (*)(KernelParams...)>&& arguments) {
+    return {{kernel, std::move(arguments.values)}, reinterpret_cast<const void*>(kernel)};
+}
+
+// Case 3: the arguments as evaluated (decayed copies), and a callable that calls the kernel with them.
+template <typename Call, typename... Args>
+struct CalledKernel {
+    Call call;
+    std::tuple<Args...> args;
+
+    static void run(const void* self) {
+        auto bound = *static_cast<const CalledKernel*>(self);  // each thread gets its own copy of every argument
+        std::apply(bound.call, bound.args);
+    }
+    static const void* clone(const void* self) { return new CalledKernel(*static_cast<const CalledKernel*>(self)); }
+    static void destroy(const void* self) { delete static_cast<const CalledKernel*>(self); }
+};
+template <typename Call, typename... Args>
+struct CalledFromSource {
+    CalledKernel<Call, Args...> bound;
+    const void* address = nullptr;
+};
+
+// Cases 2 and 3: `kernel_of_types.template operator()<A...>()` gives the kernel taking exactly A... (or nullptr).
+template <typename KernelOfTypes, typename Call, typename... Args>
+auto bind_deduced_kernel(KernelOfTypes kernel_of_types, Call call, Args&&... args) {
+    using Found = decltype(kernel_of_types.template operator()<std::decay_t<Args>...>());
+    if constexpr (!std::is_null_pointer_v<Found>) {
+        const Found kernel = kernel_of_types.template operator()<std::decay_t<Args>...>();
+        return BoundFromSource<std::decay_t<Args>...>{{kernel, {std::forward<Args>(args)...}},
+                                                      reinterpret_cast<const void*>(kernel)};
+    } else
+        return CalledFromSource<Call, std::decay_t<Args>...>{{call, {std::forward<Args>(args)...}}};
+}
+
+template <typename Bound>
+void launch_from_source(const LaunchSite& site, const LaunchConfig& config, const Bound& bound) {
+    launch_bound_kernel(bound.bound, bound.address, site.kernel_text, site.file, site.line, site.function, config.grid,
+                        config.block, config.shared_bytes, config.stream);
+}
+
+// `extern __shared__ T name[];` at namespace scope: the name stands for the running block's dynamic shared memory.
+template <typename T>
+struct DynamicShared {
+    T* get() const { return reinterpret_cast<T*>(dynamic_shared_memory()); }
+    operator T*() const { return get(); }
+    T& operator[](size_t i) const { return get()[i]; }
+};
 
 cudaError_t set_max_dynamic_shared(const void* kernel, int bytes);
 
@@ -244,6 +352,35 @@ inline cudaError_t cudaEventCreate(cudaEvent_t* event, unsigned int flags) {
 template <typename... KernelParams>
 cudaError_t cudaFuncSetAttribute(void (*kernel)(KernelParams...), cudaFuncAttribute attr, int value) {
     return cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), attr, value);  // host_api.cpp
+}
+template <typename... KernelParams>
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, void (*kernel)(KernelParams...)) {
+    return cudaFuncGetAttributes(attributes, reinterpret_cast<const void*>(kernel));  // host_api.cpp
+}
+// An estimate from threads and shared memory only (host_api.cpp says how).
+template <typename... KernelParams>
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, void (*kernel)(KernelParams...), int block_size,
+                                                          size_t dynamic_shared_bytes) {
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, reinterpret_cast<const void*>(kernel), block_size,
+                                                         dynamic_shared_bytes);
+}
+// __constant__ and __device__ variables are ordinary host variables here: a copy to or from one is a memcpy, after
+// the work already queued has finished (as the legacy default stream orders it). count + offset must fit the symbol.
+template <typename T>
+cudaError_t cudaMemcpyToSymbol(const T& symbol, const void* source, size_t count, size_t offset = 0,
+                               cudaMemcpyKind kind = cudaMemcpyHostToDevice) {
+    if (!source || offset + count > sizeof(T) || kind == cudaMemcpyDeviceToHost) return cudaErrorInvalidValue;
+    if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return e;
+    std::memcpy(reinterpret_cast<unsigned char*>(const_cast<T*>(&symbol)) + offset, source, count);
+    return cudaSuccess;
+}
+template <typename T>
+cudaError_t cudaMemcpyFromSymbol(void* destination, const T& symbol, size_t count, size_t offset = 0,
+                                 cudaMemcpyKind kind = cudaMemcpyDeviceToHost) {
+    if (!destination || offset + count > sizeof(T) || kind == cudaMemcpyHostToDevice) return cudaErrorInvalidValue;
+    if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return e;
+    std::memcpy(destination, reinterpret_cast<const unsigned char*>(&symbol) + offset, count);
+    return cudaSuccess;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -383,10 +520,72 @@ inline void __threadfence_block() {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
-// Loads and bit tricks.
+// atomicInc / atomicDec: CUDA's wrapping counters. atomicInc stores ((old >= limit) ? 0 : old + 1), atomicDec
+// stores ((old == 0 || old > limit) ? limit : old - 1); both return old.
+inline unsigned atomicInc(unsigned* address, unsigned limit) {
+    return atomic_integer_update(address, limit, [](unsigned old, unsigned l) { return old >= l ? 0u : old + 1; });
+}
+inline unsigned atomicDec(unsigned* address, unsigned limit) {
+    return atomic_integer_update(address, limit,
+                                 [](unsigned old, unsigned l) { return (old == 0 || old > l) ? l : old - 1; });
+}
+inline unsigned short atomicCAS(unsigned short* address, unsigned short compare, unsigned short value) {
+    return atomic_compare_and_swap(address, compare, value);  // sm_70 and later
+}
+
+// __trap(): the kernel stops with a fault (a GPU reports cudaErrorLaunchFailure; here: which thread, and stop).
+[[noreturn]] inline void __trap(std::source_location site = std::source_location::current()) {
+    char what[512];
+    std::snprintf(what, sizeof what, "__trap() was called at %s:%u (in %s)", site.file_name(), unsigned(site.line()),
+                  site.function_name());
+    cpu_backend::kernel_fault(what);
+}
+
+// Loads and stores with cache hints (__ldg: read-only cache; __ldca/__ldcg/__ldcs/__ldlu/__ldcv: cache all levels,
+// L2 only, streaming, last use, volatile; __stwb/__stcg/__stcs/__stwt: write-back, L2 only, streaming,
+// write-through). The hint changes where a GPU keeps the line, never the value: here each is a plain load or store.
+// (One template covers every type CUDA declares them for: char...long long, their unsigned and vector types,
+// float, double, __half, __half2.)
 template <typename T>
 T __ldg(const T* address) {
     return *address;
+}
+template <typename T>
+T __ldca(const T* address) {
+    return *address;
+}
+template <typename T>
+T __ldcg(const T* address) {
+    return *address;
+}
+template <typename T>
+T __ldcs(const T* address) {
+    return *address;
+}
+template <typename T>
+T __ldlu(const T* address) {
+    return *address;
+}
+template <typename T>
+T __ldcv(const T* address) {
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);  // fetched again on every use: not cached in a register across it
+    return *address;
+}
+template <typename T>
+void __stwb(T* address, T value) {
+    *address = value;
+}
+template <typename T>
+void __stcg(T* address, T value) {
+    *address = value;
+}
+template <typename T>
+void __stcs(T* address, T value) {
+    *address = value;
+}
+template <typename T>
+void __stwt(T* address, T value) {
+    *address = value;
 }
 inline int __float_as_int(float x) {
     return std::bit_cast<int>(x);

@@ -808,11 +808,15 @@ bool complete_warp_collectives(BlockRun& run) {
             if (first.state != ThreadState::at_warp_collective) continue;
             // The live lanes this collective waits for: named in the mask, present in the block, not exited.
             unsigned group = 0;
+            int exited_lane = -1;  // a lane of the mask that has exited (a fault, once the combiner has had its say)
             bool ready = true;
             for (unsigned l = 0; l < lanes_here; ++l) {
                 if (!(first.mask >> l & 1u)) continue;
                 const CudaThread& other = run.threads[base + l];
-                if (other.state == ThreadState::finished) continue;
+                if (other.state == ThreadState::finished) {
+                    if (exited_lane < 0) exited_lane = int(l);
+                    continue;
+                }
                 if (other.state != ThreadState::at_warp_collective || !same_collective(other, first)) {
                     ready = false;
                     break;
@@ -824,8 +828,22 @@ bool complete_warp_collectives(BlockRun& run) {
             for (unsigned l = 0; l < lanes_here; ++l) {
                 if (group >> l & 1u) slots[l] = {run.threads[base + l].in, run.threads[base + l].out};
             }
-            run.current = &first;  // so that a fault reported by the combiner names a thread of this warp
-            first.combine(slots, group);
+            run.current = &first;         // so that a fault reported by the combiner names a thread of this warp
+            first.combine(slots, group);  // (mma.sync reports lanes missing from its group itself)
+            if (exited_lane >= 0) {
+                // A GPU would hang or return garbage: a collective's mask may name only lanes that reach it.
+                char mask_text[16];
+                std::snprintf(mask_text, sizeof mask_text, "0x%08x", first.mask);
+                const CudaThread& gone = run.threads[base + unsigned(exited_lane)];
+                block_fault(run, "thread " + coords(first.index) + " (lane " + std::to_string(lane) + " of warp " +
+                                     std::to_string(base / 32) +
+                                     ") is at a warp collective (shuffle, vote or __syncwarp) at " + where(first.site) +
+                                     " whose mask " + mask_text + " names lane " + std::to_string(exited_lane) +
+                                     " (thread " + coords(gone.index) +
+                                     "), which has already exited the kernel: undefined behaviour on a GPU. Name only "
+                                     "the lanes that reach it (e.g. the mask of a __ballot_sync taken before the "
+                                     "early return), or keep every lane running to it");
+            }
             run.current = nullptr;
 #if defined(CPU_BACKEND_TSAN)
             {
@@ -1029,6 +1047,16 @@ void fatal(const char* format, ...) {
     std::fprintf(stderr, "\n");
     std::fflush(stderr);
     std::abort();
+}
+
+size_t max_dynamic_shared_of(const void* kernel, size_t static_bytes) {
+    std::lock_guard lock(attribute_mutex);
+    if (auto it = max_dynamic_shared.find(kernel); it != max_dynamic_shared.end()) return size_t(it->second);
+    return kDefaultSharedBytes > static_bytes ? kDefaultSharedBytes - static_bytes : 0;
+}
+
+bool in_kernel() {
+    return this_worker != nullptr && this_worker->run.kernel != nullptr;
 }
 
 cudaError_t set_max_dynamic_shared(const void* kernel, int bytes) {

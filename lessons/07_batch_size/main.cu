@@ -83,7 +83,7 @@ SweepPoint train_at(Lesson& lesson, int batch, long samples, double lr, const Gr
     const TrainOptions& o = lesson.options;
     const MnistSplit& train_set = lesson.data.train;
     const size_t per_epoch = batch_count(train_set.count, batch);
-    const long steps = long(ceil_div<size_t>(size_t(samples), size_t(batch)));
+    const long steps = long(cuda_teach::ceil_div<size_t>(size_t(samples), size_t(batch)));
     const ModelShape shape = shape_at(lesson, batch);
     lesson.require_fits(shape, extra_device_bytes(lesson, batch, steps));
     HalfMlp<float> net = allocate_model<__half, float>(ledger, shape, o.seed);
@@ -254,7 +254,7 @@ int train(int argc, char** argv) {
     lesson.upload_test_set();
     // --batch: the run whose tables finish() prints. It must fit: if not, one message naming the category that
     // overflows and the largest batch that fits, exit 2 (Lesson::require_fits).
-    const long main_steps = long(ceil_div<size_t>(size_t(samples_flag), size_t(o.batch)));
+    const long main_steps = long(cuda_teach::ceil_div<size_t>(size_t(samples_flag), size_t(o.batch)));
     lesson.require_fits(shape_at(lesson, o.batch), extra_device_bytes(lesson, o.batch, main_steps));
 
     cudaStream_t compute, copy;

@@ -16,7 +16,8 @@ int main() {
     float* d = nullptr;
     CUDA_CHECK(cudaMalloc(&d, n * sizeof(float)));
     CUDA_CHECK(cudaMemset(d, 0, n * sizeof(float)));
-    launch(scale, ceil_div(n + 1, 256), 256, 0, 0, d, n, 2.0f);
+    scale<<<cuda_teach::ceil_div(n + 1, 256), 256, 0, 0>>>(d, n, 2.0f);
+    CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaFree(d));
     std::printf("planted_overflow: finished (the out-of-bounds write went unnoticed)\n");

@@ -23,7 +23,8 @@ int main() {
     CUDA_CHECK(cudaMalloc(&d_bins, kBins * sizeof(int)));
     CUDA_CHECK(cudaMemcpy(d_values, values.data(), n * sizeof(int), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemset(d_bins, 0, kBins * sizeof(int)));
-    launch(histogram, ceil_div(n, 256), 256, 0, 0, d_values, n, d_bins);
+    histogram<<<cuda_teach::ceil_div(n, 256), 256, 0, 0>>>(d_values, n, d_bins);
+    CUDA_CHECK(cudaGetLastError());
     std::vector<int> bins(kBins);
     CUDA_CHECK(cudaMemcpy(bins.data(), d_bins, kBins * sizeof(int), cudaMemcpyDeviceToHost));
     int total = 0;

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# tests/nvcc_cpu_test.sh BUILD_DIR — tools/nvcc-cpu on plain CUDA files (tests/plain_cuda/, written as public
+# kernel-exercise repositories write them): each compiles unmodified, runs and validates against its CPU reference;
+# the must-fail cases stop with the fault they should; CUDA's libraries are refused by name.
+set -uo pipefail
+build=$(cd "$1" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+driver="$here/../tools/nvcc-cpu"
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+export CUDA_CPU_BUILD="$build"
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+for source in "$here"/plain_cuda/*.cu; do
+    name=$(basename "$source" .cu)
+    # GPU flags as a tutorial's Makefile passes them: accepted and ignored.
+    if ! "$driver" -O2 -arch=sm_90 -lineinfo "$source" -o "$scratch/$name" >"$scratch/$name.build" 2>&1; then
+        cat "$scratch/$name.build"; fail "$name: did not compile"; continue
+    fi
+    if "$scratch/$name" >"$scratch/$name.out" 2>&1 && grep -qx PASSED "$scratch/$name.out"; then
+        echo "ok: $name compiled unmodified and validated"
+    else
+        cat "$scratch/$name.out"; fail "$name: did not validate"
+    fi
+done
+
+# must fail: each a kernel fault that names what went wrong
+expect_fault() {  # CASE, then text the message must hold
+    local output status
+    output=$("$scratch/launch_forms" "$1" 2>&1); status=$?
+    if [ "$status" -eq 0 ] || ! grep -qF "$2" <<<"$output"; then
+        echo "$output"; fail "launch_forms $1: expected a fault mentioning '$2' (exit status $status)"
+    else
+        echo "ok: launch_forms $1 stops: $(grep -F "$2" <<<"$output" | head -1 | cut -c1-160)"
+    fi
+}
+if [ -x "$scratch/launch_forms" ]; then
+    expect_fault shuffle-after-exit "which has already exited the kernel"
+    expect_fault trap "__trap() was called"
+    expect_fault grid-sync "grid_group::sync()"
+    expect_fault assert "assert(x[i] >= 0.0f) failed at"
+fi
+
+# CUDA's libraries: refused by name, nothing built
+output=$("$driver" "$here/plain_cuda/reduce_versions.cu" -o "$scratch/with_cublas" -lcublas 2>&1); status=$?
+if [ "$status" -ne 0 ] && grep -qF "cuBLAS is not available on the CPU backend" <<<"$output" \
+    && [ ! -e "$scratch/with_cublas" ]; then
+    echo "ok: -lcublas refused: $output" | cut -c1-160
+else
+    echo "$output"; fail "-lcublas was not refused by name"
+fi
+
+# A launch the translator cannot read: one message naming the file and line, no compiler noise.
+printf '__global__ void k() {}\nint main() {\n    k<<<1, 1>>>;\n}\n' >"$scratch/broken.cu"
+output=$("$driver" "$scratch/broken.cu" -o "$scratch/broken" 2>&1); status=$?
+if [ "$status" -ne 0 ] && grep -qF "broken.cu:3: a launch needs its argument list" <<<"$output"; then
+    echo "ok: a launch without arguments is reported at its line"
+else
+    echo "$output"; fail "a malformed launch was not reported at broken.cu:3"
+fi
+
+[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
