@@ -9,7 +9,9 @@
 //   thread_block_tile<N>    tiled_partition<N>(block or tile), N = 1, 2, 4, ..., 32: sync, thread_rank,
 //                           num_threads/size, meta_group_rank/meta_group_size, shfl, shfl_up, shfl_down, shfl_xor,
 //                           any, all, ballot
-//   coalesced_group         coalesced_threads(): the lanes active here (__activemask), ranked in lane order
+//   coalesced_group         coalesced_threads(): the lanes active here (__activemask), ranked in lane order. The
+//                           backend does not track divergence: __activemask() is every lane that has not exited,
+//                           so inside a branch some lanes skip, the group's first collective faults (never completes)
 //   reduce(group, value, op) with plus, less, greater, bit_and, bit_or, bit_xor or any callable: the result in
 //                           every thread of the group (a butterfly of shfl_xor over a tile)
 //   grid_group              this_grid(): sync() needs a cooperative launch (cudaLaunchCooperativeKernel), which the

@@ -3,6 +3,7 @@
 // pointer argument, a stream, cache-hinted loads of float4, atomicInc's wrap-around, tile shuffles at every width,
 // and cudaMemcpy2D. With an argument it runs one must-fail case instead (tests/nvcc_cpu_test.sh).
 #include <cooperative_groups.h>
+#include <cooperative_groups/scan.h>
 #include <cuda_runtime.h>
 
 #include <cassert>
@@ -57,6 +58,14 @@ __global__ void tile_shuffles(const int* in, int* broadcast, int* sums) {
     broadcast[threadIdx.x] = tile.shfl(v, 0);
     for (int offset = W / 2; offset > 0; offset /= 2) v += tile.shfl_down(v, offset);
     if (tile.thread_rank() == 0) sums[tile.meta_group_rank()] = v;
+}
+
+// Prefix sums within tiles of 8: inclusive and exclusive.
+__global__ void tile_prefix_sums(const int* in, int* inclusive, int* exclusive) {
+    cg::thread_block_tile<8> tile = cg::tiled_partition<8>(cg::this_thread_block());
+    int v = in[threadIdx.x];
+    inclusive[threadIdx.x] = cg::inclusive_scan(tile, v);
+    exclusive[threadIdx.x] = cg::exclusive_scan(tile, v, cg::plus<int>());
 }
 
 template <int W>
@@ -213,6 +222,22 @@ int main(int argc, char** argv) {
     check_tile_width<8>(d_in, d_broadcast, d_sums, h);
     check_tile_width<16>(d_in, d_broadcast, d_sums, h);
     check_tile_width<32>(d_in, d_broadcast, d_sums, h);
+
+    int *d_inclusive, *d_exclusive;
+    CHECK(cudaMalloc(&d_inclusive, 64 * sizeof(int)));
+    CHECK(cudaMalloc(&d_exclusive, 64 * sizeof(int)));
+    tile_prefix_sums<<<1, 64>>>(d_in, d_inclusive, d_exclusive);
+    CHECK(cudaGetLastError());
+    std::vector<int> inclusive(64), exclusive(64);
+    CHECK(cudaMemcpy(inclusive.data(), d_inclusive, 64 * sizeof(int), cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(exclusive.data(), d_exclusive, 64 * sizeof(int), cudaMemcpyDeviceToHost));
+    ok = true;
+    for (int t = 0; t < 64; ++t) {
+        int sum = 0;
+        for (int k = t / 8 * 8; k < t; ++k) sum += h[k];
+        ok &= exclusive[t] == sum && inclusive[t] == sum + h[t];
+    }
+    expect(ok, "cg::inclusive_scan and cg::exclusive_scan over tiles of 8");
 
     printf(failures ? "FAILED\n" : "PASSED\n");
     return failures ? 1 : 0;
