@@ -58,14 +58,17 @@
 //
 // cp.async is not a collective: each thread copies its own 16 bytes, and the copy lands in shared memory some
 // time before that thread's cp_async_wait returns (other threads see it after a __syncthreads that follows the
-// wait). On the CPU backend the copy happens at once, as a plain 16-byte copy, and commit and wait do nothing:
-// "already complete when issued" is one of the timings the PTX rules allow, so this is a correct implementation,
-// but it cannot expose a missing wait (a read of the destination before cp_async_wait sees the new data here and
-// stale data on a GPU). Both addresses must be 16-byte aligned; the CPU backend stops with a message when not.
+// wait). On the CPU backend a copy lands as late as the PTX rules allow: its source is read when it is issued, its
+// destination holds NaN bytes (0xFF) from then until the thread's cp_async_wait<N> retires its group (all but the
+// N most recently committed groups; copies not yet committed stay pending), so a read of a tile whose copy has not
+// landed gives NaN, where a GPU would give stale or half-written data. Both addresses must be 16-byte aligned; the
+// CPU backend stops with a message when not.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "common/launch.h"
 
@@ -269,17 +272,65 @@ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row,
     cpu_backend::tensor_core::ldmatrix<4, true>(r, row, site);
 }
 
-// cp.async on the CPU backend: the copy completes when issued (see the top of this file), so commit and wait have
-// nothing left to wait for.
+// cp.async on the CPU backend: each CUDA thread's copies wait in a list until its cp_async_wait retires their
+// group (see the top of this file).
+namespace cpu_backend {
+uint64_t block_serial();  // a number of its own for each block a worker runs (scheduler.cpp)
+namespace tensor_core {
+struct PendingCopy {
+    void* destination;
+    unsigned char bytes[16];  // the source, read when the copy was issued
+    int group;                // how many groups this thread had committed before it
+};
+struct AsyncCopies {
+    uint64_t block = 0;  // the block whose thread this is (block_serial())
+    int committed = 0;
+    std::vector<PendingCopy> pending;  // in issue order
+};
+// This CUDA thread's copies. A worker runs one block at a time, so one list per thread index; a list left by a
+// thread of an earlier block (which exited with copies in flight) is dropped.
+inline AsyncCopies& async_copies_of_this_thread() {
+    static thread_local std::array<AsyncCopies, 1024> per_thread;
+    AsyncCopies& mine = per_thread[threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)];
+    if (const uint64_t block = block_serial(); mine.block != block) {
+        mine.block = block;
+        mine.committed = 0;
+        mine.pending.clear();
+    }
+    return mine;
+}
+}  // namespace tensor_core
+}  // namespace cpu_backend
+
 inline void cp_async_16(void* shared_dst, const void* global_src,
                         std::source_location site = std::source_location::current()) {
     if (reinterpret_cast<uintptr_t>(shared_dst) % 16 != 0 || reinterpret_cast<uintptr_t>(global_src) % 16 != 0)
         cpu_backend::tensor_core::cp_async_misaligned(shared_dst, global_src, site);
-    std::memcpy(shared_dst, global_src, 16);
+    auto& copies = cpu_backend::tensor_core::async_copies_of_this_thread();
+    cpu_backend::tensor_core::PendingCopy copy{shared_dst, {}, copies.committed};
+    std::memcpy(copy.bytes, global_src, 16);
+    std::memset(shared_dst, 0xFF, 16);  // not landed yet: NaN until this thread's wait retires the group
+    copies.pending.push_back(copy);
 }
-inline void cp_async_commit() {}
+inline void cp_async_commit() {
+    ++cpu_backend::tensor_core::async_copies_of_this_thread().committed;
+}
+// Lands every copy of the groups older than the N most recently committed ones.
 template <int N>
-inline void cp_async_wait() {}
+inline void cp_async_wait() {
+    static_assert(N >= 0, "cp.async.wait_group takes N >= 0");
+    auto& copies = cpu_backend::tensor_core::async_copies_of_this_thread();
+    const int retire_below = copies.committed - N;
+    size_t kept = 0;
+    for (auto& copy : copies.pending) {
+        if (copy.group < retire_below) {
+            std::memcpy(copy.destination, copy.bytes, 16);
+        } else {
+            copies.pending[kept++] = copy;
+        }
+    }
+    copies.pending.resize(kept);
+}
 
 #elif defined(__CUDACC__)
 

@@ -245,6 +245,50 @@ __global__ void cp_async_kernel(const __half* in, __half* out) {
     for (int e = i; e < kCopyChunks * 8; e += blockDim.x) out[kCopyChunks * 8 + e] = tile[1][e];
 }
 
+// A software pipeline of kStages shared-memory slots: tile t is copied (cp.async, one group per tile) kStages - 1
+// tiles ahead of its use; before using tile t each thread waits with cp_async_wait<kWait>, then a barrier. Each
+// thread sums what its neighbour copied (so the barrier matters too). Correct: kWait = kStages - 2. kWait < 0: no
+// wait at all.
+template <int kStages, int kWait>
+__global__ void pipelined_sum_kernel(const float4* in, float* out, int tiles) {
+    __shared__ __align__(16) float4 slot[kStages][32];
+    const int lane = threadIdx.x;
+    for (int s = 0; s < kStages - 1; ++s) {
+        if (s < tiles) cp_async_16(&slot[s][lane], in + s * 32 + lane);
+        cp_async_commit();
+    }
+    float sum = 0.0f;
+    for (int t = 0; t < tiles; ++t) {
+        if constexpr (kWait >= 0) cp_async_wait<kWait>();  // tile t's group has landed (later ones may not have)
+        __syncthreads();                                   // ...everyone's
+        const float4 v = slot[t % kStages][(lane + 1) % 32];
+        sum += v.x + v.y + v.z + v.w;
+        __syncthreads();  // the slot is read by all before it is refilled
+        const int next = t + kStages - 1;
+        if (next < tiles) cp_async_16(&slot[next % kStages][lane], in + next * 32 + lane);
+        cp_async_commit();
+    }
+    out[lane] = sum;
+}
+
+// out[lane] from the pipelined kernel, and the sums it should be.
+template <int kStages, int kWait>
+std::pair<std::vector<float>, std::vector<float>> run_pipelined_sum(int tiles) {
+    auto rng = test_support::rng_for_test();
+    const std::vector<float> host = test_support::random_floats(rng, size_t(tiles) * 32 * 4);
+    test_support::DeviceBuffer<float> in(host), out{size_t(32)};
+    pipelined_sum_kernel<kStages, kWait><<<1, 32>>>(reinterpret_cast<const float4*>(in.get()), out.get(), tiles);
+    CUDA_CHECK(cudaGetLastError());
+    std::vector<float> want(32, 0.0f);
+    for (int t = 0; t < tiles; ++t) {
+        for (int lane = 0; lane < 32; ++lane) {
+            const float* v = &host[(size_t(t) * 32 + (lane + 1) % 32) * 4];
+            want[lane] += v[0] + v[1] + v[2] + v[3];
+        }
+    }
+    return {out.download(), want};
+}
+
 }  // namespace
 
 TEST_CASE("tensor core: ldmatrix x1 gives each lane its piece of one 8x8 matrix", "[tensor_core][kernels]") {
@@ -305,3 +349,32 @@ TEST_CASE("tensor core: cp.async copies 16-byte chunks to shared memory in commi
     }
     CHECK(mismatches == 0);
 }
+
+TEST_CASE("tensor core: 2- and 3-stage cp.async pipelines that wait for each tile sum it exactly",
+          "[tensor_core][kernels]") {
+    REQUIRE_DEVICE();
+    for (int tiles : {1, 2, 7}) {
+        const auto [got2, want2] = run_pipelined_sum<2, 0>(tiles);
+        const auto [got3, want3] = run_pipelined_sum<3, 1>(tiles);
+        for (int lane = 0; lane < 32; ++lane) {
+            INFO("tiles " << tiles << ", lane " << lane);
+            REQUIRE(got2[lane] == want2[lane]);  // the same additions in the same order: bitwise
+            REQUIRE(got3[lane] == want3[lane]);
+        }
+    }
+}
+
+#if defined(CUDA_TEACH_CPU)
+// On a GPU these read a tile whose copy may not have landed: stale data some of the time. The CPU backend lands a
+// copy only at the wait that retires its group, so they read NaN every time.
+TEST_CASE("must fail: a double buffer that waits with cp_async_wait<1> reads a tile still in flight",
+          "[tensor_core][must-fail]") {
+    const auto [got, want] = run_pipelined_sum<2, 1>(5);
+    for (int lane = 0; lane < 32; ++lane) REQUIRE(std::isnan(got[lane]));
+}
+TEST_CASE("must fail: a cp.async pipeline without cp_async_wait reads tiles that never landed",
+          "[tensor_core][must-fail]") {
+    const auto [got, want] = run_pipelined_sum<3, -1>(5);
+    for (int lane = 0; lane < 32; ++lane) REQUIRE(std::isnan(got[lane]));
+}
+#endif

@@ -215,6 +215,7 @@ struct PooledStack {  // the StackAllocator concept Boost.Context asks for
 struct BlockRun {
     const KernelInvocation* kernel = nullptr;
     uint3 block{};
+    uint64_t serial = 0;  // counts the blocks this worker has run (block_serial())
     unsigned thread_count = 0;
     std::vector<CudaThread> threads;
     CudaThread* current = nullptr;  // the fiber running now; null on the fast path
@@ -909,6 +910,7 @@ void run_block(Worker& w, const KernelInvocation& kernel, uint3 block, const Sch
     BlockRun& run = w.run;
     run.kernel = &kernel;
     run.block = block;
+    ++run.serial;
     run.thread_count = blockDim.x * blockDim.y * blockDim.z;
     run.current = nullptr;
     run.finished = run.at_barrier = run.at_warp_collective = 0;
@@ -1053,6 +1055,10 @@ size_t max_dynamic_shared_of(const void* kernel, size_t static_bytes) {
     std::lock_guard lock(attribute_mutex);
     if (auto it = max_dynamic_shared.find(kernel); it != max_dynamic_shared.end()) return size_t(it->second);
     return kDefaultSharedBytes > static_bytes ? kDefaultSharedBytes - static_bytes : 0;
+}
+
+uint64_t block_serial() {
+    return this_worker ? this_worker->run.serial : 0;
 }
 
 bool in_kernel() {
