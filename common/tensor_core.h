@@ -330,13 +330,13 @@ inline void cp_async_16(void* shared_dst, const void* global_src,
     cpu_backend::tensor_core::PendingCopy copy{shared_dst, {}, 0};
     std::memcpy(copy.bytes, global_src, 16);  // the kernel's read of global memory
     std::memset(shared_dst, 0xFF, 16);        // not landed yet: NaN until this thread's wait retires the group
-    const cpu_backend::tensor_core::BookkeepingScope bookkeeping;
+    [[maybe_unused]] const cpu_backend::tensor_core::BookkeepingScope bookkeeping;
     auto& copies = cpu_backend::tensor_core::async_copies_of_this_thread();
     copy.group = copies.committed;
     copies.pending.push_back(copy);
 }
 inline void cp_async_commit() {
-    const cpu_backend::tensor_core::BookkeepingScope bookkeeping;
+    [[maybe_unused]] const cpu_backend::tensor_core::BookkeepingScope bookkeeping;
     ++cpu_backend::tensor_core::async_copies_of_this_thread().committed;
 }
 // Lands every copy of the groups older than the N most recently committed ones.
@@ -345,7 +345,7 @@ inline void cp_async_wait() {
     static_assert(N >= 0, "cp.async.wait_group takes N >= 0");
     std::vector<cpu_backend::tensor_core::PendingCopy> landing;
     {
-        const cpu_backend::tensor_core::BookkeepingScope bookkeeping;
+        [[maybe_unused]] const cpu_backend::tensor_core::BookkeepingScope bookkeeping;
         auto& copies = cpu_backend::tensor_core::async_copies_of_this_thread();
         const int retire_below = copies.committed - N;
         size_t kept = 0;
