@@ -343,22 +343,20 @@ inline void cp_async_commit() {
 template <int N>
 inline void cp_async_wait() {
     static_assert(N >= 0, "cp.async.wait_group takes N >= 0");
-    std::vector<cpu_backend::tensor_core::PendingCopy> landing;
+    cpu_backend::tensor_core::AsyncCopies* copies;
+    size_t retired = 0;
     {
         [[maybe_unused]] const cpu_backend::tensor_core::BookkeepingScope bookkeeping;
-        auto& copies = cpu_backend::tensor_core::async_copies_of_this_thread();
-        const int retire_below = copies.committed - N;
-        size_t kept = 0;
-        for (auto& copy : copies.pending) {
-            if (copy.group < retire_below) {
-                landing.push_back(copy);
-            } else {
-                copies.pending[kept++] = copy;
-            }
-        }
-        copies.pending.resize(kept);
+        copies = &cpu_backend::tensor_core::async_copies_of_this_thread();
+        // Groups only grow along the list (issue order), so the copies to land are its first ones.
+        const int retire_below = copies->committed - N;
+        while (retired < copies->pending.size() && copies->pending[retired].group < retire_below) ++retired;
     }
-    for (const auto& copy : landing) std::memcpy(copy.destination, copy.bytes, 16);  // the kernel's shared writes
+    for (size_t i = 0; i < retired; ++i) {  // the kernel's shared-memory writes
+        std::memcpy(copies->pending[i].destination, copies->pending[i].bytes, 16);
+    }
+    [[maybe_unused]] const cpu_backend::tensor_core::BookkeepingScope bookkeeping;
+    copies->pending.erase(copies->pending.begin(), copies->pending.begin() + std::ptrdiff_t(retired));
 }
 
 #elif defined(__CUDACC__)
