@@ -31,6 +31,12 @@ std::vector<int> TrainOptions::layer_sizes() const {
     return sizes;
 }
 
+int TrainOptions::widest_layer() const {
+    int widest = 10;
+    for (const int width : hidden) widest = std::max(widest, width);
+    return widest;
+}
+
 double scheduled_lr(LrSchedule schedule, double lr, long step, long total_steps) {
     if (schedule == LrSchedule::constant || total_steps <= 0) return lr;
     const double progress = double(std::clamp(step, 0L, total_steps)) / double(total_steps);

@@ -54,6 +54,9 @@ struct TrainOptions {
 
     // 784, hidden..., 10
     std::vector<int> layer_sizes() const;
+    // The widest layer output (of hidden..., 10): what the per-layer workspaces (the two-pass bias gradient's) are
+    // sized for.
+    int widest_layer() const;
 };
 
 // The learning rate for optimizer step `step` (0-based) of `total_steps`: `lr` for the constant schedule; for

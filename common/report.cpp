@@ -29,6 +29,12 @@ double seconds_now() {
 
 }  // namespace
 
+std::string fixed(double value, int decimals) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.*f", decimals, value);
+    return text;
+}
+
 std::string format_bytes(uint64_t bytes) {
     if (bytes < 1024) return std::to_string(bytes) + " B";
     const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};

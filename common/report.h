@@ -25,6 +25,8 @@
 
 // "0 B", "512 B", "1.50 KiB", "36.8 MiB", "139.8 GiB" (binary units).
 std::string format_bytes(uint64_t bytes);
+// `value` with `decimals` decimals ("%.*f"): for table cells.
+std::string fixed(double value, int decimals);
 
 class TextTable {
   public:

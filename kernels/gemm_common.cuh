@@ -25,6 +25,7 @@
 #include <stdexcept>
 
 #include "common/launch.h"
+#include "kernels/gemm_version.h"
 
 enum class Transpose { no, yes };
 
@@ -71,10 +72,9 @@ Kernel gemm_pick_transposes(Transpose op_a, Transpose op_b, Kernel nn, Kernel nt
     throw std::invalid_argument(text);
 }
 
-// The kernels index with int (A[row * lda + k]: legible, and all MNIST needs). An edge block forms addresses up to
-// one tile (≤ 128 rows) past a matrix's last row before its bounds check, hence the margin.
+// The kernels index with int: gemm_max_rows (gemm_version.h) is the limit, with its reasons.
 inline bool gemm_fits_int_indexing(int rows, int ld) {
-    return (static_cast<long long>(rows) + 256) * ld <= INT_MAX;
+    return rows <= gemm_max_rows(ld);
 }
 
 // std::invalid_argument with one clear message for a bad call. Returns false when there is nothing to launch (an

@@ -2,8 +2,18 @@
 // cuda flavor compiles with the host compiler, can name a step. The steps themselves: kernels/gemm.cuh.
 #pragma once
 
+#include <climits>
 #include <cstdio>
 #include <stdexcept>
+
+// The most rows a matrix of leading dimension `ld` may have in the GEMMs (fp32 and fp16): they index with int
+// (A[row * lda + k]: legible, and all MNIST needs), and an edge block forms addresses up to one tile (≤ 128 rows)
+// past a matrix's last row before its bounds check, hence a margin of 256 rows: (rows + 256) · ld ≤ INT_MAX.
+// The one definition of this limit: the GEMMs' argument check (gemm_common.cuh) and the largest batch of lessons 06
+// and 07 (max_indexable_batch, lessons/lesson.h) use it. For a 1024-wide layer: 2,096,895 rows.
+constexpr int gemm_max_rows(int ld) {
+    return ld <= 0 ? INT_MAX : int(INT_MAX / ld) - 256;
+}
 
 // The steps in staircase order: step N is kernels/gemm_vN_<name>.cuh.
 enum class GemmVersion : int {

@@ -291,6 +291,12 @@ void Lesson::print_h2d_bandwidth_probe(size_t batch_bytes) {
                   "\n");
 }
 
+int max_indexable_batch(const std::vector<int>& layer_sizes) {
+    int widest = 1;
+    for (const int width : layer_sizes) widest = std::max(widest, width);
+    return gemm_max_rows(widest);
+}
+
 int run_lesson(int (*train)(int, char**), int argc, char** argv) {
     const char* program = argc > 0 ? argv[0] : "lesson";
     try {

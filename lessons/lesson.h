@@ -144,6 +144,11 @@ class Lesson {
     std::vector<std::vector<float>> final_parameters_;
 };
 
+// The largest batch the kernels can index (gemm_max_rows of the widest matrix a batch-sized GEMM operand has: the
+// images, 784, or a layer): past it, the GEMMs refuse the call whatever memory is free. Lessons 06 and 07 cap the
+// largest batch that fits with it.
+int max_indexable_batch(const std::vector<int>& layer_sizes);
+
 // Runs a lesson's train(): anything it throws (a bad kernel argument, an allocation the ledger could not make)
 // becomes one line on stderr and exit code 1 instead of std::terminate's abort.
 int run_lesson(int (*train)(int, char**), int argc, char** argv);

@@ -38,6 +38,29 @@ Precision precision_from_name(const std::string& name) {
     throw std::invalid_argument("unknown precision '" + name + "' (fp32, fp16-pure, fp16-weights, mixed)");
 }
 
+void GradScalerFlags::add(Cli& cli) {
+    cli.add_double("--init-scale", &init_scale, "S", "the loss scale to start with", 1.0, 1e30);
+    cli.add_double("--growth-factor", &growth, "F", "the scale's growth after a clean interval", 1.0, 1e3, false);
+    cli.add_double("--backoff-factor", &backoff, "F", "the scale's factor after an inf/NaN step", 0.0, 1.0, false);
+    cli.add_int("--growth-interval", &interval, "N", "clean steps in a row before the scale grows");
+}
+
+GradScalerOptions GradScalerFlags::options() const {
+    GradScalerOptions scaling;
+    scaling.init_scale = float(init_scale);
+    scaling.growth_factor = float(growth);
+    scaling.backoff_factor = float(backoff);
+    scaling.growth_interval = interval;
+    return scaling;
+}
+
+void GradScalerFlags::record_config(Lesson& lesson) const {
+    lesson.add_config("init_scale", init_scale);
+    lesson.add_config("growth_factor", growth);
+    lesson.add_config("backoff_factor", backoff);
+    lesson.add_config("growth_interval", int64_t(interval));
+}
+
 void require_adamw_or_exit(const Lesson& lesson) {
     if (lesson.options.optimizer == OptimizerKind::adamw) return;
     std::fprintf(stderr,

@@ -2,7 +2,8 @@
 //
 // defines: Precision (--precision's four ways to train) with its names, HalfMlp<Grad>, half_model_shape(),
 //          allocate_half_model(), forward_half(), backward_half(), the optimizer step of each precision
-//          (optimizer_step), download_parameters(), probe_gradient_underflow().
+//          (optimizer_step), forward_fastest()/backward_fastest()/evaluate_with() for any precision's model,
+//          download_parameters(), probe_gradient_underflow().
 //
 // The four ways (lesson 05's README explains why only the last one is right):
 //   fp32          lesson 04: fp32 everything.
@@ -23,14 +24,27 @@
 #include "lessons/lesson.h"
 
 #include "common/launch.h"
+#include "kernels/evaluate.cuh"
 #include "kernels/hgemm_version.h"
 #include "kernels/loss_scaling.cuh"
+#include "kernels/normalize.cuh"
 
 enum class Precision { fp32, fp16_pure, fp16_weights, mixed };
 inline constexpr Precision kAllPrecisions[] = {Precision::fp32, Precision::fp16_pure, Precision::fp16_weights,
                                                Precision::mixed};
 const char* precision_name(Precision precision);         // "fp32", "fp16-pure", "fp16-weights", "mixed"
 Precision precision_from_name(const std::string& name);  // throws std::invalid_argument for anything else
+
+// GradScaler's knobs as flags (--init-scale, --growth-factor, --backoff-factor, --growth-interval; PyTorch's
+// defaults): add() them to the command line in Lesson's flag callback, then options() after parsing.
+struct GradScalerFlags {
+    GradScalerOptions defaults;
+    double init_scale = defaults.init_scale, growth = defaults.growth_factor, backoff = defaults.backoff_factor;
+    int interval = defaults.growth_interval;
+    void add(Cli& cli);
+    GradScalerOptions options() const;
+    void record_config(Lesson& lesson) const;  // into the JSON config
+};
 
 // The fp16 optimizer kernels are AdamW's (kernels/optimizers.cuh): --optimizer sgd gets one message and exit 2.
 void require_adamw_or_exit(const Lesson& lesson);
@@ -65,6 +79,28 @@ void forward_half(HalfMlp<Grad>& net, int rows, HgemmVersion version, cudaStream
 template <typename Grad>
 void backward_half(HalfMlp<Grad>& net, int rows, HgemmVersion version, float* workspace, size_t workspace_floats,
                    cudaStream_t stream);
+
+// The fastest kernels of each model under one spelling, so that a training loop reads the same for every precision:
+// lesson 04's fp32 GEMM step 6, or the pipelined HGEMM on tensor cores.
+inline void forward_fastest(Mlp& net, int rows, cudaStream_t stream) {
+    forward_fast(net, rows, kFastestGemm, stream);
+}
+template <typename Grad>
+void forward_fastest(HalfMlp<Grad>& net, int rows, cudaStream_t stream) {
+    forward_half(net, rows, kFastestHgemm, stream);
+}
+inline void backward_fastest(Mlp& net, int rows, float* workspace, size_t workspace_floats, cudaStream_t stream) {
+    backward_fast(net, rows, kFastestGemm, workspace, workspace_floats, stream);
+}
+template <typename Grad>
+void backward_fastest(HalfMlp<Grad>& net, int rows, float* workspace, size_t workspace_floats, cudaStream_t stream) {
+    backward_half(net, rows, kFastestHgemm, workspace, workspace_floats, stream);
+}
+
+// Test-set evaluation for Lesson::finish_epoch with any of these models: normalize a chunk of the device-resident
+// test set into net.input, forward_fastest, count_correct into `correct`. `net` must outlive the function.
+template <typename Net>
+Lesson::EvaluateBatch evaluate_with(Net& net);
 
 // Device counters the optimizer kernels add to (kernels/optimizers.cuh): `updates` computed non-zero, and of
 // those `stalled`, the ones whose stored weight did not change (the update rounded away).
@@ -107,3 +143,12 @@ struct UnderflowProbe {
 UnderflowProbe probe_gradient_underflow(const Lesson& lesson, const std::vector<std::vector<float>>& parameters,
                                         const uint8_t* pixels, const uint8_t* labels, int rows, float scale,
                                         cudaStream_t stream);
+
+template <typename Net>
+Lesson::EvaluateBatch evaluate_with(Net& net) {
+    return [&net](const uint8_t* pixels, const uint8_t* labels, int rows, int* correct, cudaStream_t stream) {
+        normalize_pixels(pixels, net.input, size_t(rows) * kMnistPixels, kMnistMean, kMnistStd, stream);
+        forward_fastest(net, rows, stream);
+        count_correct(net.layers.back().output, labels, correct, rows, kMnistClasses, nullptr, stream);
+    };
+}

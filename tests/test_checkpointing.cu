@@ -1,4 +1,4 @@
-// tests/test_checkpointing.cu — lesson 06's activation checkpointing (lessons/checkpointing.h): the policies and
+// tests/test_checkpointing.cu — lesson 06's activation checkpointing (lessons/06_activation_checkpointing/checkpointing.h): the policies and
 // the plan's arithmetic; gradients under every policy bitwise equal to lesson 04's backward_fast (fp32) and lesson
 // 05's backward_half (mixed precision); the ledger's activation peak equal to the prediction, and sqrt at 16 hidden
 // layers of 1024 at most 0.35 of none; 20 training steps with bitwise the same losses and weights under every
@@ -18,7 +18,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "lessons/checkpointing.h"
+#include "lessons/06_activation_checkpointing/checkpointing.h"
 #include "lessons/lesson.h"
 #include "lessons/mixed_precision.h"
 
@@ -436,7 +436,22 @@ TEST_CASE("checkpointing: the largest batch that fits, by bisection on the predi
     CHECK(largest_sqrt > largest_none);
     CHECK(largest_checkpointed_batch(shape, sqrt, extra, available, 100) == 100);  // capped by max_batch
     CHECK(largest_checkpointed_batch(shape, sqrt, extra, 1000, 1 << 30) == 0);     // not even the parameters fit
-    CHECK(max_indexable_batch(shape.layer_sizes) == INT_MAX / 784);
+    // The int-indexing limit is the GEMM's own check: the widest batch-sized operand at max_indexable_batch rows is
+    // accepted, one row more is refused.
+    const int indexable = max_indexable_batch(shape.layer_sizes);
+    const int widest = *std::max_element(shape.layer_sizes.begin(), shape.layer_sizes.end());
+    const float dummy = 0;  // the check only tests pointers for null
+    CHECK_NOTHROW(gemm_check_arguments("t", Transpose::no, Transpose::no, indexable, 10, widest, &dummy, widest, &dummy,
+                                       10, &dummy, 10));
+    std::string refusal;
+    try {
+        gemm_check_arguments("t", Transpose::no, Transpose::no, indexable + 1, 10, widest, &dummy, widest, &dummy, 10,
+                             &dummy, 10);
+    } catch (const std::invalid_argument& error) {
+        refusal = error.what();
+    }
+    CHECK(refusal.find("too large for int index arithmetic") != std::string::npos);
+    CHECK(max_indexable_batch({784, 1024, 10}) == 2096895);  // the figure lesson 06's README quotes
 
     // The fit check: "" when it fits; otherwise one message with the largest batch of this policy.
     ModelShape too_big = shape;

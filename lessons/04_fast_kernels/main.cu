@@ -10,23 +10,18 @@
 //   * at the end, one training step timed with every GEMM step: what each idea buys at this shape.
 // The loss kernel was already fused (softmax + cross-entropy + gradient in one pass) in lesson 01.
 #include <algorithm>
-#include <cstdio>
-#include <optional>
+#include <string>
 #include <vector>
 
-#include "lessons/batch_loader.h"
+#include "lessons/batch_pipeline.h"  // lesson 03's data path (loader thread, pinned slots, async copies) as a class
 #include "lessons/lesson.h"
 
-#include "common/reference_mlp.h"  // epoch_order: the batch order the reference trainer uses
 #include "kernels/bias_grad.cuh"
 #include "kernels/evaluate.cuh"
-#include "kernels/gather_rows.cuh"
 #include "kernels/normalize.cuh"
 #include "kernels/softmax_cross_entropy.cuh"
 
 namespace {
-
-constexpr int kSlots = 2;  // staging buffers: one is copied (and read by the kernels) while the loader fills the other
 
 int train(int argc, char** argv) {
     bool resident = false;
@@ -42,111 +37,32 @@ int train(int argc, char** argv) {
                   });
     const GemmVersion gemm = gemm_version_from_int(std::stoi(gemm_step.substr(1)));
     const TrainOptions& o = lesson.options;
-    const MnistSplit& train_set = lesson.data.train;
-    MemoryLedger& ledger = lesson.ledger;
     PhaseTimer& timer = lesson.timer;
-    const std::vector<int> sizes = o.layer_sizes();
-    const int widest = *std::max_element(sizes.begin() + 1, sizes.end());
-    const size_t workspace_floats = bias_grad_workspace_floats(o.batch, widest);  // the two-pass bias gradient's
-    // --resident: the training set, its labels and each epoch's order live on the device too.
-    const size_t resident_bytes = resident ? train_set.count * (kMnistPixels + 1 + sizeof(uint32_t)) : 0;
-    Mlp& net = lesson.model(/*staging_slots=*/resident ? 1 : kSlots, /*stage_raw_pixels=*/true,
-                            resident_bytes + workspace_floats * sizeof(float));
-    float* workspace = ledger.allocate<float>(MemoryCategory::workspace, "bias-grad partial sums", workspace_floats);
+    const size_t workspace_floats = bias_grad_workspace_floats(o.batch, o.widest_layer());  // two-pass bias gradient
+    Mlp& net = lesson.model(
+        BatchPipeline::staging_slots(resident), /*stage_raw_pixels=*/true,
+        (resident ? BatchPipeline::resident_bytes(lesson.data.train) : 0) + workspace_floats * sizeof(float));
+    float* workspace =
+        lesson.ledger.allocate<float>(MemoryCategory::workspace, "bias-grad partial sums", workspace_floats);
     lesson.add_config("resident", resident);
     lesson.add_config("gemm", gemm_step);
     const ForwardPass forward = [gemm](Mlp& n, int rows, cudaStream_t s) { forward_fast(n, rows, gemm, s); };
     lesson.print_h2d_bandwidth_probe(size_t(o.batch) * kMnistPixels);
-
-    // Kernels go to `compute`, copies to `copy`: work on different streams may run at the same time.
-    cudaStream_t compute, copy;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking));
-    // copied[s]: the copy into slot s is done. consumed[s]: the kernels that read device slot s are done.
-    cudaEvent_t copied[kSlots], consumed[kSlots];
-    for (int s = 0; s < kSlots; ++s) {
-        CUDA_CHECK(cudaEventCreateWithFlags(&copied[s], cudaEventDisableTiming));
-        CUDA_CHECK(cudaEventCreateWithFlags(&consumed[s], cudaEventDisableTiming));
-    }
-    double* loss_sum = ledger.allocate<double>(MemoryCategory::workspace, "epoch loss sum", 1);
-    double* loss_sum_host =
-        ledger.allocate_host<double>(MemoryCategory::workspace, "epoch loss sum (host)", 1, HostMemory::pinned);
-
-    // --resident: the training set and each epoch's order live on the device; no loader, no per-batch copy.
-    uint8_t *resident_pixels = nullptr, *resident_labels = nullptr;
-    uint32_t* order_on_device = nullptr;
-    std::optional<BatchLoader> loader;
-    if (resident) {
-        resident_pixels =
-            ledger.allocate<uint8_t>(MemoryCategory::input_staging, "training set pixels", train_set.images.size());
-        resident_labels =
-            ledger.allocate<uint8_t>(MemoryCategory::input_staging, "training set labels", train_set.count);
-        order_on_device = ledger.allocate<uint32_t>(MemoryCategory::input_staging, "epoch order", train_set.count);
-        ledger.copy_to_device(resident_pixels, train_set.images.data(), train_set.images.size(), compute);
-        ledger.copy_to_device(resident_labels, train_set.labels.data(), train_set.count, compute);
-        CUDA_CHECK(cudaStreamSynchronize(compute));  // the sources are pageable vectors: done before going on
-    } else {
-        loader.emplace(ledger, train_set, o.batch, kSlots);
-    }
-    const auto slot_pixels = [&](int s) { return net.staged_pixels + size_t(s) * o.batch * kMnistPixels; };
-    const auto slot_labels = [&](int s) { return net.staged_labels + size_t(s) * o.batch; };
-
-    uint64_t image_bytes_per_epoch = 0;
-    // Queues the copy of a gathered batch into device slot batch.slot, on the copy stream.
-    const auto prefetch = [&](const BatchLoader::Batch& batch) {
-        const int s = batch.slot;
-        // Rule 1: the kernels that read this device slot last time must be done before it is overwritten.
-        CUDA_CHECK(cudaStreamWaitEvent(copy, consumed[s]));
-        const size_t pixel_bytes = size_t(batch.rows) * kMnistPixels;
-        {
-            auto t = timer.scope(Phase::h2d, copy, pixel_bytes + batch.rows);
-            ledger.copy_to_device(slot_pixels(s), batch.pixels, pixel_bytes, copy);  // pinned: returns at once
-            ledger.copy_to_device(slot_labels(s), batch.labels, batch.rows, copy);
-        }
-        image_bytes_per_epoch += pixel_bytes;
-        CUDA_CHECK(cudaEventRecord(copied[s], copy));
-        // Rule 2: the loader refills host slot s only after copied[s] (batch_loader.h) — the copy reads it later.
-        loader->release(s, copied[s]);
-    };
+    BatchPipeline data(lesson, net.staged_pixels, net.staged_labels, resident);  // lesson 03's data path
+    DeviceLosses losses(lesson.ledger);
+    const cudaStream_t compute = data.compute();
 
     long step = 0;
     for (int epoch = 1; epoch <= o.epochs; ++epoch) {
         timer.begin_epoch(epoch);
-        std::vector<uint32_t> order;
-        {
-            auto t = timer.scope(Phase::host);
-            order = epoch_order(o.seed, epoch, train_set.count);
-        }
-        CUDA_CHECK(cudaMemsetAsync(loss_sum, 0, sizeof(double), compute));
-        image_bytes_per_epoch = 0;
-        if (resident) {  // 4 bytes per image per epoch instead of 785
-            auto t = timer.scope(Phase::h2d, compute, order.size() * sizeof(uint32_t));
-            ledger.copy_to_device(order_on_device, order.data(), order.size() * sizeof(uint32_t), compute);
-        } else {
-            loader->start_epoch(order);
-            BatchLoader::Batch first;
-            {
-                auto t = timer.scope(Phase::host);  // the host waits for the loader thread's first batch
-                first = loader->next();
-            }
-            prefetch(first);
-        }
+        losses.start_epoch(compute);
+        data.start_epoch(epoch);
         for (size_t b = 0; b < lesson.batches_per_epoch(); ++b) {
-            const int rows = lesson.rows_in_batch(b);
-            const int s = resident ? 0 : int(b % kSlots);
-            if (!resident) {  // Rule 3: the kernels read slot s only after its copy (the stall is timed)
-                timer.begin(Phase::input_wait, compute);
-                CUDA_CHECK(cudaStreamWaitEvent(compute, copied[s]));
-                timer.end(Phase::input_wait, compute);
-            }
+            const BatchPipeline::DeviceBatch batch = data.wait_for_batch(b);  // rule 3: after its copy
+            const int rows = batch.rows;
             {
                 auto t = timer.scope(Phase::normalize, compute);
-                if (resident) {
-                    gather_rows(resident_pixels, resident_labels, order_on_device, b * o.batch, rows, kMnistPixels,
-                                slot_pixels(s), slot_labels(s), compute);
-                }
-                normalize_pixels(slot_pixels(s), net.input, size_t(rows) * kMnistPixels, kMnistMean, kMnistStd,
-                                 compute);
+                normalize_pixels(batch.pixels, net.input, size_t(rows) * kMnistPixels, kMnistMean, kMnistStd, compute);
             }
             {
                 auto t = timer.scope(Phase::forward, compute);
@@ -155,11 +71,11 @@ int train(int argc, char** argv) {
             {  // the loss stays on the device: summed there, read once per epoch
                 auto t = timer.scope(Phase::loss, compute);
                 const float* logits = net.layers.back().output;
-                softmax_cross_entropy(logits, slot_labels(s), net.layers.back().output_grad, net.row_losses,
+                softmax_cross_entropy(logits, batch.labels, net.layers.back().output_grad, net.row_losses,
                                       net.mean_loss, rows, kMnistClasses, compute);
-                count_correct(logits, slot_labels(s), net.correct, rows, kMnistClasses, nullptr, compute);
-                accumulate_loss(net.mean_loss, rows, loss_sum, compute);
-                CUDA_CHECK(cudaEventRecord(consumed[s], compute));  // the last reader of slot s in this step
+                count_correct(logits, batch.labels, net.correct, rows, kMnistClasses, nullptr, compute);
+                losses.add(net.mean_loss, rows, step, compute);
+                data.done_reading(batch);  // the last reader of its slot in this step
             }
             {
                 auto t = timer.scope(Phase::backward, compute);
@@ -170,52 +86,15 @@ int train(int argc, char** argv) {
                 optimizer_update(net, o, lesson.lr_at(step), int(step + 1), compute);
             }
             ++step;
-            if (!resident && b + 1 < lesson.batches_per_epoch()) {  // queue the next batch's copy now
-                BatchLoader::Batch next;
-                {
-                    auto t = timer.scope(Phase::host);
-                    next = loader->next();
-                }
-                prefetch(next);
-            }
+            data.prefetch_next(b);  // queue the next batch's copy now
         }
-        {
-            auto t = timer.scope(Phase::d2h, compute, sizeof(double));
-            ledger.copy_to_host(loss_sum_host, loss_sum, sizeof(double), compute);
-        }
-        const EpochTiming& timing = timer.end_epoch();  // synchronizes the device: *loss_sum_host is written
-        lesson.finish_epoch(epoch, timing, *loss_sum_host, forward, compute);
+        losses.copy_epoch_sum(timer, compute);
+        const EpochTiming& timing = timer.end_epoch();  // synchronizes the device: the loss sum is on the host
+        lesson.finish_epoch(epoch, timing, losses.epoch_sum(), forward, compute);
     }
-
-    // How much of the copy time the compute stream never saw: copy time minus the time it stood waiting.
-    const EpochTiming total = timer.total();
-    const double copy_ms = total[Phase::h2d].ms, wait_ms = total[Phase::input_wait].ms;
-    std::printf("\nimage bytes copied per epoch: %s%s\n", format_bytes(image_bytes_per_epoch).c_str(),
-                resident ? " (--resident: only the epoch's order crosses, 4 bytes per image)" : " (1 byte per pixel)");
-    if (!resident && !lesson.streams_overlap()) {
-        std::printf(
-            "copy time hidden behind compute: not measurable here (the CPU backend runs streams one after "
-            "the other unless CUDA_CPU_ASYNC=1; %.2f ms of copies)\n",
-            copy_ms);
-    } else if (!resident) {
-        const double hidden = copy_ms > 0 ? std::max(0.0, copy_ms - wait_ms) / copy_ms : 0.0;
-        std::printf(
-            "copy time hidden behind compute: %.1f%% (copies %.2f ms on the copy stream; the compute stream "
-            "waited %.2f ms for its input)\n",
-            100.0 * hidden, copy_ms, wait_ms);
-        lesson.add_result("copy_hidden_fraction", hidden);
-    }
-    lesson.add_result("image_bytes_per_epoch", int64_t(image_bytes_per_epoch));
+    data.report_copies(lesson);
     print_gemm_staircase(lesson, net, workspace, workspace_floats, compute);
-
-    const int status = lesson.finish();
-    for (int s = 0; s < kSlots; ++s) {
-        CUDA_CHECK(cudaEventDestroy(copied[s]));
-        CUDA_CHECK(cudaEventDestroy(consumed[s]));
-    }
-    CUDA_CHECK(cudaStreamDestroy(compute));
-    CUDA_CHECK(cudaStreamDestroy(copy));
-    return status;
+    return lesson.finish();
 }
 
 }  // namespace

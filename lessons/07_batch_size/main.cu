@@ -14,19 +14,17 @@
 //     free memory minus a stated margin), then proves it by allocating that model and running a step. A --batch
 //     that does not fit gets one message naming the category that overflows and the largest batch that does.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "lessons/batch_loader.h"
+#include "lessons/batch_pipeline.h"  // lesson 03's data path (loader thread, pinned slots, async copies) as a class
 #include "lessons/lesson.h"
 #include "lessons/mixed_precision.h"
 
-#include "common/reference_mlp.h"  // epoch_order
+#include "common/reference_mlp.h"  // batch_count
 #include "kernels/bias_grad.cuh"
 #include "kernels/evaluate.cuh"
 #include "kernels/hgemm.cuh"
@@ -36,7 +34,6 @@
 
 namespace {
 
-constexpr int kSlots = 2;
 #if defined(CUDA_TEACH_CPU)
 // The CPU backend's emulated device memory for this lesson, unless CUDA_CPU_MEMORY says otherwise: small enough
 // that the largest batch that fits can be allocated and stepped in seconds.
@@ -56,14 +53,12 @@ struct SweepPoint {
 
 // The device buffers one step needs besides the model (the same for every batch size of the sweep).
 size_t extra_device_bytes(const Lesson& lesson, int batch, long steps) {
-    const std::vector<int> sizes = lesson.options.layer_sizes();
-    const int widest = *std::max_element(sizes.begin() + 1, sizes.end());
-    return bias_grad_workspace_floats(batch, widest) * sizeof(float) + sizeof(GradScalerState) +
+    return bias_grad_workspace_floats(batch, lesson.options.widest_layer()) * sizeof(float) + sizeof(GradScalerState) +
            size_t(steps) * sizeof(float) + 64;
 }
 
 ModelShape shape_at(const Lesson& lesson, int batch) {
-    ModelShape shape = half_model_shape(lesson, Precision::mixed, kSlots);
+    ModelShape shape = half_model_shape(lesson, Precision::mixed, BatchPipeline::kSlots);
     shape.batch = batch;
     return shape;
 }
@@ -78,76 +73,35 @@ double scaled_lr(double lr, int batch, const std::string& rule) {
 // step, its buffers in `ledger` and its phases in `timer`, and evaluates the test set.
 // `parameters`: if not null, receives the final weights (for finish()'s checksum).
 SweepPoint train_at(Lesson& lesson, int batch, long samples, double lr, const GradScalerOptions& scaling,
-                    MemoryLedger& ledger, PhaseTimer& timer, cudaStream_t compute, cudaStream_t copy,
-                    std::vector<std::vector<float>>* parameters = nullptr) {
+                    MemoryLedger& ledger, PhaseTimer& timer, std::vector<std::vector<float>>* parameters = nullptr) {
     const TrainOptions& o = lesson.options;
-    const MnistSplit& train_set = lesson.data.train;
-    const size_t per_epoch = batch_count(train_set.count, batch);
+    const size_t per_epoch = batch_count(lesson.data.train.count, batch);
     const long steps = long(cuda_teach::ceil_div<size_t>(size_t(samples), size_t(batch)));
     const ModelShape shape = shape_at(lesson, batch);
     lesson.require_fits(shape, extra_device_bytes(lesson, batch, steps));
     HalfMlp<float> net = allocate_model<__half, float>(ledger, shape, o.seed);
-    const std::vector<int> sizes = o.layer_sizes();
-    const size_t workspace_floats =
-        bias_grad_workspace_floats(batch, *std::max_element(sizes.begin() + 1, sizes.end()));
+    const size_t workspace_floats = bias_grad_workspace_floats(batch, o.widest_layer());  // two-pass bias gradient
     float* workspace = ledger.allocate<float>(MemoryCategory::workspace, "bias-grad partial sums", workspace_floats);
-    double* loss_sum = ledger.allocate<double>(MemoryCategory::workspace, "loss sum", 1);
+    BatchPipeline data(lesson, ledger, timer, net.staged_pixels, net.staged_labels, false, batch);  // lesson 03's
+    DeviceLosses losses(ledger);
+    const cudaStream_t compute = data.compute();
     GradScalerState* scaler = ledger.allocate<GradScalerState>(MemoryCategory::workspace, "loss scaler state", 1);
     init_grad_scaler(scaler, scaling, compute);
     const std::vector<GradientTensor> gradients = gradient_tensors(net);
-    const UpdateCounters no_counters{};
-
-    cudaEvent_t copied[kSlots], consumed[kSlots];
-    for (int s = 0; s < kSlots; ++s) {
-        CUDA_CHECK(cudaEventCreateWithFlags(&copied[s], cudaEventDisableTiming));
-        CUDA_CHECK(cudaEventCreateWithFlags(&consumed[s], cudaEventDisableTiming));
-    }
-    // (A batch larger than the training set is one batch of all the images: the host slots need no more.)
-    std::optional<BatchLoader> loader;  // optional: it must be gone before the events it waits on (below)
-    loader.emplace(ledger, train_set, int(std::min<size_t>(batch, train_set.count)), kSlots);
-    const auto slot_pixels = [&](int s) { return net.staged_pixels + size_t(s) * batch * kMnistPixels; };
-    const auto slot_labels = [&](int s) { return net.staged_labels + size_t(s) * batch; };
-    const auto prefetch = [&](const BatchLoader::Batch& next) {  // lesson 03's rules 1 and 2
-        const int s = next.slot;
-        CUDA_CHECK(cudaStreamWaitEvent(copy, consumed[s]));
-        const size_t pixel_bytes = size_t(next.rows) * kMnistPixels;
-        {
-            auto t = timer.scope(Phase::h2d, copy, pixel_bytes + next.rows);
-            ledger.copy_to_device(slot_pixels(s), next.pixels, pixel_bytes, copy);
-            ledger.copy_to_device(slot_labels(s), next.labels, next.rows, copy);
-        }
-        CUDA_CHECK(cudaEventRecord(copied[s], copy));
-        loader->release(s, copied[s]);
-    };
 
     // One "epoch" of the timer = the whole point; the data's epochs follow each other inside it.
     timer.begin_epoch(1);
-    CUDA_CHECK(cudaMemsetAsync(loss_sum, 0, sizeof(double), compute));
+    losses.start_epoch(compute);
     long step = 0;
     for (int epoch = 1; step < steps; ++epoch) {
-        std::vector<uint32_t> order;
-        {
-            auto t = timer.scope(Phase::host);
-            order = epoch_order(o.seed, epoch, train_set.count);
-        }
-        loader->start_epoch(order);
         const size_t batches = std::min<size_t>(per_epoch, size_t(steps - step));
-        BatchLoader::Batch next;
-        {
-            auto t = timer.scope(Phase::host);
-            next = loader->next();
-        }
-        prefetch(next);
+        data.start_epoch(epoch, batches);
         for (size_t b = 0; b < batches; ++b, ++step) {
-            const int rows = int(std::min<size_t>(batch, train_set.count - b * size_t(batch)));
-            const int s = int(b % kSlots);
-            timer.begin(Phase::input_wait, compute);  // rule 3
-            CUDA_CHECK(cudaStreamWaitEvent(compute, copied[s]));
-            timer.end(Phase::input_wait, compute);
+            const BatchPipeline::DeviceBatch input = data.wait_for_batch(b);  // rule 3: after its copy
+            const int rows = input.rows;
             {
                 auto t = timer.scope(Phase::normalize, compute);
-                normalize_pixels(slot_pixels(s), net.input, size_t(rows) * kMnistPixels, kMnistMean, kMnistStd,
-                                 compute);
+                normalize_pixels(input.pixels, net.input, size_t(rows) * kMnistPixels, kMnistMean, kMnistStd, compute);
             }
             {
                 auto t = timer.scope(Phase::forward, compute);
@@ -155,10 +109,10 @@ SweepPoint train_at(Lesson& lesson, int batch, long samples, double lr, const Gr
             }
             {
                 auto t = timer.scope(Phase::loss, compute);
-                softmax_cross_entropy(net.layers.back().output, slot_labels(s), net.layers.back().output_grad,
+                softmax_cross_entropy(net.layers.back().output, input.labels, net.layers.back().output_grad,
                                       net.row_losses, net.mean_loss, rows, kMnistClasses, &scaler->scale, compute);
-                accumulate_loss(net.mean_loss, rows, loss_sum, compute);
-                CUDA_CHECK(cudaEventRecord(consumed[s], compute));
+                losses.add(net.mean_loss, rows, step, compute);
+                data.done_reading(input);
             }
             {
                 auto t = timer.scope(Phase::backward, compute);
@@ -168,17 +122,10 @@ SweepPoint train_at(Lesson& lesson, int batch, long samples, double lr, const Gr
                 auto t = timer.scope(Phase::optimizer, compute);
                 unscale_and_check(gradients.data(), int(gradients.size()), scaler, compute);
                 update_grad_scaler(scaler, scaling, float(o.beta1), float(o.beta2), compute);
-                optimizer_step(net, o, scheduled_lr(o.lr_schedule, lr, step, steps), int(step + 1), no_counters, scaler,
-                               compute);
+                optimizer_step(net, o, scheduled_lr(o.lr_schedule, lr, step, steps), int(step + 1), UpdateCounters{},
+                               scaler, compute);
             }
-            if (b + 1 < batches) {
-                BatchLoader::Batch following;
-                {
-                    auto t = timer.scope(Phase::host);
-                    following = loader->next();
-                }
-                prefetch(following);
-            }
+            data.prefetch_next(b);
         }
     }
     const EpochTiming& timing = timer.end_epoch();
@@ -187,9 +134,9 @@ SweepPoint train_at(Lesson& lesson, int batch, long samples, double lr, const Gr
     point.batch = batch;
     point.lr = lr;
     point.steps = steps;
-    point.samples = 0;
     for (long i = 0; i < steps; ++i) {
-        point.samples += long(std::min<size_t>(batch, train_set.count - (size_t(i) % per_epoch) * size_t(batch)));
+        point.samples +=
+            long(std::min<size_t>(batch, lesson.data.train.count - (size_t(i) % per_epoch) * size_t(batch)));
     }
     point.wall_ms = timing.wall_ms;
     point.copy_ms = timing[Phase::h2d].ms / steps;
@@ -198,29 +145,10 @@ SweepPoint train_at(Lesson& lesson, int batch, long samples, double lr, const Gr
     for (const Phase p : {Phase::normalize, Phase::forward, Phase::loss, Phase::backward, Phase::optimizer}) {
         point.compute_ms += timing[p].ms / steps;
     }
-    const Lesson::EvaluateBatch evaluate = [&](const uint8_t* pixels, const uint8_t* labels, int rows, int* correct,
-                                               cudaStream_t s) {
-        normalize_pixels(pixels, net.input, size_t(rows) * kMnistPixels, kMnistMean, kMnistStd, s);
-        forward_half(net, rows, kFastestHgemm, s);
-        count_correct(net.layers.back().output, labels, correct, rows, kMnistClasses, nullptr, s);
-    };
-    point.test_accuracy = lesson.evaluate_test_set(net.correct, evaluate, batch, compute);
+    point.test_accuracy = lesson.evaluate_test_set(net.correct, evaluate_with(net), batch, compute);
     point.memory = ledger.snapshot();
     if (parameters != nullptr) *parameters = download_parameters(ledger, net);
-    // The loader first: the last epoch stops after `steps`, so its thread may still be refilling a slot, inside
-    // cudaEventSynchronize(copied[s]) on an event destroyed below.
-    loader.reset();
-    for (int s = 0; s < kSlots; ++s) {
-        CUDA_CHECK(cudaEventDestroy(copied[s]));
-        CUDA_CHECK(cudaEventDestroy(consumed[s]));
-    }
     return point;
-}
-
-std::string fixed(double value, int decimals) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.*f", decimals, value);
-    return text;
 }
 
 int train(int argc, char** argv) {
@@ -257,16 +185,12 @@ int train(int argc, char** argv) {
     const long main_steps = long(cuda_teach::ceil_div<size_t>(size_t(samples_flag), size_t(o.batch)));
     lesson.require_fits(shape_at(lesson, o.batch), extra_device_bytes(lesson, o.batch, main_steps));
 
-    cudaStream_t compute, copy;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking));
-
     // The largest batch that fits, from the exact prediction and what cudaMemGetInfo says is free.
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     const size_t usable = usable_device_bytes(free_bytes, total_bytes);
-    const int largest =
-        largest_batch_that_fits(shape_at(lesson, 1), extra_device_bytes(lesson, 1 << 20, 1 << 20), usable, 1 << 30);
+    const int largest = largest_batch_that_fits(shape_at(lesson, 1), extra_device_bytes(lesson, 1 << 20, 1 << 20),
+                                                usable, max_indexable_batch(o.layer_sizes()));
     char line[480];
     std::snprintf(line, sizeof line,
                   "device memory: %s free of %s, %s usable after the margin (1/32 of the total + up to 64 MiB, for "
@@ -284,7 +208,7 @@ int train(int argc, char** argv) {
         PhaseTimer proof_timer;
         const long proof_samples = long(std::min<size_t>(size_t(largest), lesson.data.train.count));
         const SweepPoint p = train_at(lesson, largest, proof_samples, scaled_lr(o.lr, largest, lr_scaling), scaling,
-                                      proof_ledger, proof_timer, compute, copy);
+                                      proof_ledger, proof_timer);
         std::snprintf(line, sizeof line,
                       "the largest batch, %d, allocated and stepped: %s of device memory at its peak (%s usable); "
                       "its step used %ld rows (the training images there are)\n\n",
@@ -314,7 +238,7 @@ int train(int argc, char** argv) {
         PhaseTimer& timer = is_main ? lesson.timer : point_timer;
         std::vector<std::vector<float>> parameters;
         const SweepPoint p = train_at(lesson, b, samples_flag, scaled_lr(o.lr, b, lr_scaling), scaling, ledger, timer,
-                                      compute, copy, is_main ? &parameters : nullptr);
+                                      is_main ? &parameters : nullptr);
         if (is_main) {  // finish()'s run: its weights and its accuracy are the lesson's result
             lesson.set_final_parameters(std::move(parameters));
             lesson.set_final_test_accuracy(p.test_accuracy);
@@ -353,11 +277,8 @@ int train(int argc, char** argv) {
     lesson.add_result("batch_sweep", rows);
     lesson.add_result("largest_batch_that_fits", int64_t(largest));
 
-    const int status = lesson.finish("time per phase at --batch " + std::to_string(o.batch) + ", " +
-                                     std::to_string(samples_flag) + " samples");
-    CUDA_CHECK(cudaStreamDestroy(compute));
-    CUDA_CHECK(cudaStreamDestroy(copy));
-    return status;
+    return lesson.finish("time per phase at --batch " + std::to_string(o.batch) + ", " + std::to_string(samples_flag) +
+                         " samples");
 }
 
 }  // namespace

@@ -1,9 +1,9 @@
-// lessons/checkpointing.h — activation checkpointing for the MLP of lessons 04–07 (lesson 06): which layer inputs a
+// lessons/06_activation_checkpointing/checkpointing.h — activation checkpointing for the MLP of lessons 04–07 (lesson 06): which layer inputs a
 // policy keeps, the buffers it needs and their exact size, and the backward pass that recomputes the rest.
 //
 // defines: CheckpointPolicy (parse_checkpoint_policy), CheckpointSegment, CheckpointPlan (plan_checkpoints,
 //          describe), predict_checkpointed_memory(), check_checkpointed_fits(), largest_checkpointed_batch(),
-//          max_indexable_batch(), allocate_checkpointed_model(), backward_checkpointed() (fp32 and mixed fp16).
+//          allocate_checkpointed_model(), backward_checkpointed() (fp32 and mixed fp16).
 //
 // The idea (Chen et al., 2016, "Training Deep Nets with Sublinear Memory Cost"): the backward pass of layer l needs
 // its input X_l (for dW = X_lᵀ·dY_l, and as the ReLU mask of the layer before). Keeping every X_l costs memory in
@@ -101,9 +101,6 @@ int largest_checkpointed_batch(ModelShape shape, const CheckpointPolicy& policy,
                                const std::function<size_t(int batch)>& extra_bytes, size_t available_bytes,
                                int max_batch);
 
-// The largest batch the kernels can index: they use int offsets, so rows · (widest layer) must stay below 2³¹.
-int max_indexable_batch(const std::vector<int>& layer_sizes);
-
 // Allocates the model of `plan` through `ledger` and initializes it as lesson 05's allocate_model does (the same
 // Philox initialization, fp16 working copy cast from the fp32 masters, optimizer state zeroed). none: allocate_model
 // itself. Otherwise every category but the activations is allocate_mlp's, and the activations are the plan's
@@ -119,3 +116,12 @@ void backward_checkpointed(Mlp& net, const CheckpointPlan& plan, int rows, GemmV
                            size_t workspace_floats, cudaStream_t stream);
 void backward_checkpointed(HalfMlp<float>& net, const CheckpointPlan& plan, int rows, HgemmVersion version,
                            float* workspace, size_t workspace_floats, cudaStream_t stream);
+// The same with the fastest kernels (lesson 04's GEMM step 6, lesson 05's pipelined HGEMM), as backward_fastest.
+inline void backward_checkpointed(Mlp& net, const CheckpointPlan& plan, int rows, float* workspace,
+                                  size_t workspace_floats, cudaStream_t stream) {
+    backward_checkpointed(net, plan, rows, kFastestGemm, workspace, workspace_floats, stream);
+}
+inline void backward_checkpointed(HalfMlp<float>& net, const CheckpointPlan& plan, int rows, float* workspace,
+                                  size_t workspace_floats, cudaStream_t stream) {
+    backward_checkpointed(net, plan, rows, kFastestHgemm, workspace, workspace_floats, stream);
+}

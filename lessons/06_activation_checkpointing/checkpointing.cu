@@ -1,4 +1,4 @@
-// lessons/checkpointing.cu — see checkpointing.h. Compiled once into lesson_common.
+// lessons/06_activation_checkpointing/checkpointing.cu — see checkpointing.h. Compiled once into lesson_common.
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <type_traits>
 
-#include "lessons/checkpointing.h"
+#include "lessons/06_activation_checkpointing/checkpointing.h"
 
 #include "common/reference_mlp.h"  // init_parameters
 #include "common/report.h"         // format_bytes
@@ -149,11 +149,6 @@ int largest_checkpointed_batch(ModelShape shape, const CheckpointPolicy& policy,
         }
     }
     return lo;
-}
-
-int max_indexable_batch(const std::vector<int>& layer_sizes) {
-    const int widest = *std::max_element(layer_sizes.begin(), layer_sizes.end());
-    return INT_MAX / std::max(widest, 1);
 }
 
 std::string check_checkpointed_fits(const ModelShape& shape, const CheckpointPolicy& policy, size_t extra_bytes,

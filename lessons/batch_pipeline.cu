@@ -1,0 +1,206 @@
+// lessons/batch_pipeline.cu — lesson 03's data path as a class (see batch_pipeline.h; lesson 03's main.cu is the
+// same code written out, with the reasons).
+#include "lessons/batch_pipeline.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "common/reference_mlp.h"  // epoch_order: the batch order the reference trainer uses
+#include "kernels/gather_rows.cuh"
+#include "kernels/softmax_cross_entropy.cuh"  // accumulate_loss
+
+namespace {
+
+// Teardown runs in a destructor, which must not throw: a failure is reported, not raised.
+void check_at_teardown(cudaError_t status, const char* what) {
+    if (status != cudaSuccess)
+        std::fprintf(stderr, "BatchPipeline teardown: %s: %s\n", what, cudaGetErrorString(status));
+}
+
+}  // namespace
+
+BatchPipeline::BatchPipeline(Lesson& lesson, uint8_t* device_pixels, uint8_t* device_labels, bool resident, int batch)
+    : BatchPipeline(lesson, lesson.ledger, lesson.timer, device_pixels, device_labels, resident, batch) {}
+
+BatchPipeline::BatchPipeline(Lesson& lesson, MemoryLedger& ledger, PhaseTimer& timer, uint8_t* device_pixels,
+                             uint8_t* device_labels, bool resident, int batch)
+    : lesson_(lesson),
+      ledger_(ledger),
+      timer_(timer),
+      train_(lesson.data.train),
+      batch_(batch > 0 ? batch : lesson.options.batch),
+      resident_(resident),
+      device_pixels_(device_pixels),
+      device_labels_(device_labels) {
+    // Kernels go to `compute`, copies to `copy`: work on different streams may run at the same time.
+    CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
+    // copied[s]: the copy into slot s is done. consumed[s]: the kernels that read device slot s are done.
+    for (int s = 0; s < kSlots; ++s) {
+        CUDA_CHECK(cudaEventCreateWithFlags(&copied_[s], cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreateWithFlags(&consumed_[s], cudaEventDisableTiming));
+    }
+    if (resident_) {
+        resident_pixels_ =
+            ledger_.allocate<uint8_t>(MemoryCategory::input_staging, "training set pixels", train_.images.size());
+        resident_labels_ =
+            ledger_.allocate<uint8_t>(MemoryCategory::input_staging, "training set labels", train_.count);
+        order_on_device_ = ledger_.allocate<uint32_t>(MemoryCategory::input_staging, "epoch order", train_.count);
+        ledger_.copy_to_device(resident_pixels_, train_.images.data(), train_.images.size(), compute_);
+        ledger_.copy_to_device(resident_labels_, train_.labels.data(), train_.count, compute_);
+        CUDA_CHECK(cudaStreamSynchronize(compute_));  // the sources are pageable vectors: done before going on
+    } else {
+        // (A batch larger than the training set is one batch of all the images: the host slots need no more.)
+        loader_.emplace(ledger_, train_, int(std::min<size_t>(size_t(batch_), train_.count)), kSlots);
+    }
+}
+
+BatchPipeline::~BatchPipeline() {
+    // The loader first: an epoch that stopped early (lesson 07) may leave its thread refilling a slot, inside
+    // cudaEventSynchronize(copied[s]) on an event destroyed below.
+    loader_.reset();
+    check_at_teardown(cudaStreamSynchronize(copy_), "cudaStreamSynchronize(copy)");
+    check_at_teardown(cudaStreamSynchronize(compute_), "cudaStreamSynchronize(compute)");
+    for (int s = 0; s < kSlots; ++s) {
+        check_at_teardown(cudaEventDestroy(copied_[s]), "cudaEventDestroy(copied)");
+        check_at_teardown(cudaEventDestroy(consumed_[s]), "cudaEventDestroy(consumed)");
+    }
+    check_at_teardown(cudaStreamDestroy(compute_), "cudaStreamDestroy(compute)");
+    check_at_teardown(cudaStreamDestroy(copy_), "cudaStreamDestroy(copy)");
+}
+
+int BatchPipeline::rows_of(size_t b) const {
+    return int(std::min<size_t>(size_t(batch_), train_.count - b * size_t(batch_)));
+}
+
+void BatchPipeline::start_epoch(int epoch, size_t batches) {
+    const size_t all = batch_count(train_.count, batch_);
+    batches_ = batches == 0 ? all : std::min(batches, all);
+    image_bytes_ = 0;
+    std::vector<uint32_t> order;
+    {
+        auto t = timer_.scope(Phase::host);
+        order = epoch_order(lesson_.options.seed, epoch, train_.count);
+    }
+    if (resident_) {  // 4 bytes per image per epoch instead of 785
+        auto t = timer_.scope(Phase::h2d, compute_, order.size() * sizeof(uint32_t));
+        ledger_.copy_to_device(order_on_device_, order.data(), order.size() * sizeof(uint32_t), compute_);
+        return;
+    }
+    loader_->start_epoch(std::move(order));
+    BatchLoader::Batch first;
+    {
+        auto t = timer_.scope(Phase::host);  // the host waits for the loader thread's first batch
+        first = loader_->next();
+    }
+    prefetch(first);
+}
+
+void BatchPipeline::prefetch(const BatchLoader::Batch& batch) {
+    const int s = batch.slot;
+    uint8_t* pixels = device_pixels_ + size_t(s) * batch_ * kMnistPixels;
+    uint8_t* labels = device_labels_ + size_t(s) * batch_;
+    // Rule 1: the kernels that read this device slot last time must be done before it is overwritten.
+    CUDA_CHECK(cudaStreamWaitEvent(copy_, consumed_[s]));
+    const size_t pixel_bytes = size_t(batch.rows) * kMnistPixels;
+    {
+        auto t = timer_.scope(Phase::h2d, copy_, pixel_bytes + batch.rows);
+        ledger_.copy_to_device(pixels, batch.pixels, pixel_bytes, copy_);  // pinned: returns at once
+        ledger_.copy_to_device(labels, batch.labels, batch.rows, copy_);
+    }
+    image_bytes_ += pixel_bytes;
+    CUDA_CHECK(cudaEventRecord(copied_[s], copy_));
+    // Rule 2: the loader refills host slot s only after copied[s] (batch_loader.h) — the copy reads it later.
+    loader_->release(s, copied_[s]);
+}
+
+BatchPipeline::DeviceBatch BatchPipeline::wait_for_batch(size_t b) {
+    DeviceBatch batch;
+    batch.rows = rows_of(b);
+    batch.slot = resident_ ? 0 : int(b % kSlots);
+    uint8_t* pixels = device_pixels_ + size_t(batch.slot) * batch_ * kMnistPixels;
+    uint8_t* labels = device_labels_ + size_t(batch.slot) * batch_;
+    batch.pixels = pixels;
+    batch.labels = labels;
+    if (resident_) {  // the batch is gathered on the device, from the resident training set, in the epoch's order
+        auto t = timer_.scope(Phase::normalize, compute_);
+        gather_rows(resident_pixels_, resident_labels_, order_on_device_, b * size_t(batch_), batch.rows, kMnistPixels,
+                    pixels, labels, compute_);
+        return batch;
+    }
+    // Rule 3: the kernels read slot s only after its copy (the stall is timed).
+    timer_.begin(Phase::input_wait, compute_);
+    CUDA_CHECK(cudaStreamWaitEvent(compute_, copied_[batch.slot]));
+    timer_.end(Phase::input_wait, compute_);
+    return batch;
+}
+
+void BatchPipeline::done_reading(const DeviceBatch& batch) {
+    CUDA_CHECK(cudaEventRecord(consumed_[batch.slot], compute_));
+}
+
+void BatchPipeline::prefetch_next(size_t b) {
+    if (resident_ || b + 1 >= batches_) return;
+    BatchLoader::Batch next;
+    {
+        auto t = timer_.scope(Phase::host);
+        next = loader_->next();
+    }
+    prefetch(next);
+}
+
+void BatchPipeline::report_copies(Lesson& lesson) const {
+    // How much of the copy time the compute stream never saw: copy time minus the time it stood waiting.
+    const EpochTiming total = timer_.total();
+    const double copy_ms = total[Phase::h2d].ms, wait_ms = total[Phase::input_wait].ms;
+    std::printf("\nimage bytes copied per epoch: %s%s\n", format_bytes(image_bytes_).c_str(),
+                resident_ ? " (--resident: only the epoch's order crosses, 4 bytes per image)" : " (1 byte per pixel)");
+    if (!resident_ && !lesson.streams_overlap()) {
+        std::printf(
+            "copy time hidden behind compute: not measurable here (the CPU backend runs streams one after "
+            "the other unless CUDA_CPU_ASYNC=1; %.2f ms of copies)\n",
+            copy_ms);
+    } else if (!resident_) {
+        const double hidden = copy_ms > 0 ? std::max(0.0, copy_ms - wait_ms) / copy_ms : 0.0;
+        std::printf(
+            "copy time hidden behind compute: %.1f%% (copies %.2f ms on the copy stream; the compute stream "
+            "waited %.2f ms for its input)\n",
+            100.0 * hidden, copy_ms, wait_ms);
+        lesson.add_result("copy_hidden_fraction", hidden);
+    }
+    lesson.add_result("image_bytes_per_epoch", int64_t(image_bytes_));
+}
+
+DeviceLosses::DeviceLosses(MemoryLedger& ledger, long keep_steps) : ledger_(ledger), keep_steps_(keep_steps) {
+    sum_ = ledger_.allocate<double>(MemoryCategory::workspace, "epoch loss sum", 1);
+    sum_host_ =
+        ledger_.allocate_host<double>(MemoryCategory::workspace, "epoch loss sum (host)", 1, HostMemory::pinned);
+    if (keep_steps_ > 0) {
+        // Every step's loss, copied on the device (no host wait): the tests compare them with the reference.
+        steps_ = ledger_.allocate<float>(MemoryCategory::workspace, "step losses", size_t(keep_steps_));
+    }
+}
+
+void DeviceLosses::start_epoch(cudaStream_t stream) {
+    CUDA_CHECK(cudaMemsetAsync(sum_, 0, sizeof(double), stream));
+}
+
+void DeviceLosses::add(const float* mean_loss, int rows, long step, cudaStream_t stream) {
+    accumulate_loss(mean_loss, rows, sum_, stream);
+    if (steps_ != nullptr && step < keep_steps_) {
+        CUDA_CHECK(cudaMemcpyAsync(steps_ + step, mean_loss, sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    }
+}
+
+void DeviceLosses::copy_epoch_sum(PhaseTimer& timer, cudaStream_t stream) {
+    auto t = timer.scope(Phase::d2h, stream, sizeof(double));
+    ledger_.copy_to_host(sum_host_, sum_, sizeof(double), stream);
+}
+
+std::vector<float> DeviceLosses::step_losses(cudaStream_t stream) const {
+    std::vector<float> losses(static_cast<size_t>(keep_steps_));
+    if (keep_steps_ == 0) return losses;
+    ledger_.copy_to_host(losses.data(), steps_, losses.size() * sizeof(float), stream);
+    CUDA_CHECK(cudaStreamSynchronize(stream));  // pageable destination
+    return losses;
+}

@@ -1,0 +1,126 @@
+// lessons/batch_pipeline.h — lesson 03's data path as one class, for the lessons after it (04 on), so that their
+// main.cu shows their own idea: a loader thread gathers batches into pinned slots, copies run on their own stream,
+// the next batch's copy is queued while this one trains, and events order it all.
+//
+// Lesson 03 writes every line of this out in its main.cu, because the pipeline is its idea: read it there first.
+// The three completion rules are the same and carry the same numbers:
+//   rule 1: a device slot is overwritten only after the kernels that read it last time are done
+//           (the copy stream waits for consumed[s], recorded by done_reading);
+//   rule 2: the loader refills a pinned host slot only after the copy that reads it has completed
+//           (BatchLoader::release with copied[s]);
+//   rule 3: the kernels read a device slot only after its copy (the compute stream waits for copied[s];
+//           the stall is timed as `input wait`).
+//
+//     BatchPipeline data(lesson, net.staged_pixels, net.staged_labels);
+//     for each epoch:  data.start_epoch(epoch);                         // the epoch's order; batch 0's copy queued
+//       for each b:    const DeviceBatch batch = data.wait_for_batch(b);   // rule 3
+//                      ... kernels on data.compute() read batch.pixels, batch.labels ...
+//                      data.done_reading(batch);                          // after the last kernel that reads it
+//                      ... backward, optimizer ...
+//                      data.prefetch_next(b);                             // batch b+1's copy queued now
+//
+// --resident (lessons 03 and 04): the uint8 training set lives on the device; no loader and no per-batch copy:
+// wait_for_batch gathers the batch there (gather_rows, timed with `normalize`) from the epoch's order, which is
+// all that crosses PCIe (4 bytes per image).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "lessons/batch_loader.h"
+#include "lessons/lesson.h"
+
+class BatchPipeline {
+  public:
+    static constexpr int kSlots = 2;  // one slot is copied (and read by the kernels) while the loader fills the other
+
+    // The staging slots the model's buffers need (ModelShape::staging_slots): one when resident.
+    static int staging_slots(bool resident) { return resident ? 1 : kSlots; }
+    // The device bytes --resident adds (the training set, its labels, the epoch's order).
+    static size_t resident_bytes(const MnistSplit& train) {
+        return train.count * (kMnistPixels + 1 + sizeof(uint32_t));
+    }
+
+    // `device_pixels`/`device_labels`: the model's staging slots (staging_slots(resident) of `batch` rows each).
+    // `batch`: rows per batch (0: the lesson's --batch). Creates the two streams and the events; starts the loader
+    // thread, or uploads the training set when resident.
+    BatchPipeline(Lesson& lesson, uint8_t* device_pixels, uint8_t* device_labels, bool resident = false, int batch = 0);
+    // The same with the buffers of another ledger and timer (a comparison run of lesson 05 or 06).
+    BatchPipeline(Lesson& lesson, MemoryLedger& ledger, PhaseTimer& timer, uint8_t* device_pixels,
+                  uint8_t* device_labels, bool resident = false, int batch = 0);
+    ~BatchPipeline();  // stops the loader (it may wait on an event), waits for both streams, destroys them
+    BatchPipeline(const BatchPipeline&) = delete;
+    BatchPipeline& operator=(const BatchPipeline&) = delete;
+
+    cudaStream_t compute() const { return compute_; }  // kernels
+    cudaStream_t copy() const { return copy_; }        // host → device copies
+
+    // The epoch's shuffled order (epoch_order: the reference trainer's), handed to the loader; batch 0's copy is
+    // queued. `batches`: how many batches of the epoch will be read (0: all of them).
+    void start_epoch(int epoch, size_t batches = 0);
+
+    struct DeviceBatch {
+        const uint8_t* pixels = nullptr;  // device, [rows × 784] uint8
+        const uint8_t* labels = nullptr;  // device, [rows]
+        int rows = 0;                     // the last batch of an epoch may be smaller
+        int slot = 0;
+    };
+    // Rule 3: the compute stream waits for batch b's copy (timed as input wait); resident: gathers batch b.
+    DeviceBatch wait_for_batch(size_t b);
+    // Records that the kernels queued so far on compute() are the last readers of batch's slot (rule 1's event).
+    void done_reading(const DeviceBatch& batch);
+    // Queues batch b+1's copy, if the epoch has one: the host waits for the loader (timed as host) if it is behind.
+    void prefetch_next(size_t b);
+
+    bool resident() const { return resident_; }
+    uint64_t image_bytes_this_epoch() const { return image_bytes_; }  // pixels copied to the device this epoch
+    // After training: image bytes per epoch, and how much of the copy time the compute stream never waited for
+    // (lines and JSON results, as lesson 03 prints them).
+    void report_copies(Lesson& lesson) const;
+
+  private:
+    void prefetch(const BatchLoader::Batch& batch);  // rules 1 and 2
+    int rows_of(size_t b) const;
+
+    Lesson& lesson_;
+    MemoryLedger& ledger_;
+    PhaseTimer& timer_;
+    const MnistSplit& train_;
+    const int batch_;
+    const bool resident_;
+    uint8_t* const device_pixels_;
+    uint8_t* const device_labels_;
+    cudaStream_t compute_ = nullptr, copy_ = nullptr;
+    cudaEvent_t copied_[kSlots] = {}, consumed_[kSlots] = {};
+    std::optional<BatchLoader> loader_;   // declared after the events it waits on: destroyed first (and explicitly)
+    uint8_t* resident_pixels_ = nullptr;  // --resident: the training set on the device
+    uint8_t* resident_labels_ = nullptr;
+    uint32_t* order_on_device_ = nullptr;  // --resident: the epoch's order
+    size_t batches_ = 0;                   // batches read this epoch
+    uint64_t image_bytes_ = 0;
+};
+
+// The loss, kept on the device: summed over each epoch (read once per epoch) and, with `keep_steps`, every step's
+// mean loss (read once at the end). The host never waits for a step's loss.
+class DeviceLosses {
+  public:
+    // Allocates the epoch sum (device and pinned host) and, if keep_steps > 0, keep_steps floats for step losses.
+    DeviceLosses(MemoryLedger& ledger, long keep_steps = 0);
+    void start_epoch(cudaStream_t stream);  // the sum to 0
+    // After the loss kernel: adds mean_loss · rows to the epoch's sum; records it as step `step`'s loss.
+    void add(const float* mean_loss, int rows, long step, cudaStream_t stream);
+    // Queues the copy of the epoch's sum to the host (timed as d2h); read it with epoch_sum() once the stream is
+    // synchronized (PhaseTimer::end_epoch does it).
+    void copy_epoch_sum(PhaseTimer& timer, cudaStream_t stream);
+    double epoch_sum() const { return *sum_host_; }
+    std::vector<float> step_losses(cudaStream_t stream) const;  // every kept step's loss (synchronizes)
+
+  private:
+    MemoryLedger& ledger_;
+    double* sum_ = nullptr;
+    double* sum_host_ = nullptr;
+    float* steps_ = nullptr;
+    long keep_steps_ = 0;
+};
