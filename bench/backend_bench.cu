@@ -1,6 +1,6 @@
 // bench/backend_bench.cu — what the execution backend costs: per CUDA thread, per barrier, and on a real kernel.
 //
-// Prints three figures (never asserted; see README "The CPU backend"):
+// Prints three figures (never asserted; see common/cpu_backend/README.md):
 //   1. ns per CUDA thread on the barrier-free path (a kernel that only writes its index);   goal on the CPU: ≤ 5 ns
 //   2. ns per thread per __syncthreads (a kernel that does nothing but barriers);          goal on the CPU: ≤ 20 ns
 //   3. GFLOP/s of a shared-memory tiled GEMM, beside a plain C++ triple loop in the same run.

@@ -56,7 +56,7 @@
 #include "common/reference_ops.h"
 #include "kernels/bias_grad.cuh"
 #include "kernels/elementwise.cuh"
-#include "kernels/evaluate.cuh"
+#include "kernels/count_correct.cuh"
 #include "kernels/gemm.cuh"
 #include "kernels/hgemm.cuh"
 #include "kernels/normalize.cuh"

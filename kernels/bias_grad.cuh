@@ -29,7 +29,7 @@
 #include <stdexcept>
 
 #include "common/launch.h"
-#include "kernels/fp16_elementwise.cuh"  // as_float, float_to, kIsFloatOrHalf
+#include "kernels/dtype.cuh"  // as_float, float_to, kIsFloatOrHalf
 #include "kernels/warp_reduce.cuh"
 
 // db[c] = Σ_r dY[r][c] (+ beta·db[c]) for r < rows: one block per 32 columns. TY, TB: float or __half.

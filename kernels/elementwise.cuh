@@ -23,6 +23,7 @@
 #include <stdexcept>
 
 #include "common/launch.h"
+#include "kernels/dtype.cuh"  // all_aligned16, grid_for_4_per_thread
 
 namespace {  // internal linkage, like `static __global__` (why not `static`: __global__ in runtime.h)
 __global__ void bias_add_kernel(int rows, int cols, const float* bias, float* Y, int ldy) {
@@ -67,17 +68,6 @@ __global__ void relu_backward_kernel(size_t n, const float* dy, const float* act
         return;
     }
     for (size_t j = i; j < i + 4 && j < n; ++j) dx[j] = relu_grad_of(dy[j], activation[j]);
-}
-
-inline bool all_aligned16(std::initializer_list<const void*> pointers) {
-    for (const void* p : pointers) {
-        if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
-    }
-    return true;
-}
-
-inline dim3 grid_for_4_per_thread(size_t n, unsigned threads) {
-    return dim3(static_cast<unsigned>(cuda_teach::ceil_div<size_t>(cuda_teach::ceil_div<size_t>(n, 4), threads)));
 }
 
 inline void bias_add(const float* bias, float* Y, int rows, int cols, int ldy, cudaStream_t stream = 0) {

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <stdexcept>
+#include <string>
 
 #include "common/launch.h"
 #include "kernels/gemm_version.h"
@@ -143,6 +144,23 @@ inline GemmTile gemm_tile_for(int M, int N) {
 // (one fmaf per k, ascending, from 0), so every tile gives the same bits and a lesson's weights do not depend on
 // the GPU it ran on. The tests force each tile through the steps' *_with_tile launchers and compare.
 enum class GemmBlockTile { t16 = 16, t32 = 32, t64 = 64, t128 = 128 };
+
+// The one switch from a block tile to its instantiation, shared by steps 4–6: calls
+// launch.template operator()<kTile>() (a lambda `[&]<int kTile>() { ... }`) for tile's kTile.
+template <typename Launch>
+void gemm_with_block_tile(const char* who, GemmBlockTile tile, Launch&& launch) {
+    switch (tile) {
+        case GemmBlockTile::t16:
+            return launch.template operator()<16>();
+        case GemmBlockTile::t32:
+            return launch.template operator()<32>();
+        case GemmBlockTile::t64:
+            return launch.template operator()<64>();
+        case GemmBlockTile::t128:
+            return launch.template operator()<128>();
+    }
+    throw std::invalid_argument(std::string(who) + ": a GemmBlockTile other than 16, 32, 64, 128");
+}
 
 template <int kTile>
 struct GemmTileShape {

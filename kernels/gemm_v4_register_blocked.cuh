@@ -124,21 +124,9 @@ inline void gemm_register_blocked_with_tile(GemmBlockTile tile, Transpose op_a, 
                                             float* C, int ldc, GemmEpilogue epilogue, cudaStream_t stream) {
     if (!gemm_check_arguments("gemm_register_blocked", op_a, op_b, M, N, K, A, lda, B, ldb, C, ldc)) return;
     gemm_check_grid_y("gemm_register_blocked", "M", M, static_cast<int>(tile));
-    switch (tile) {
-        case GemmBlockTile::t16:
-            return gemm_register_blocked_launch<16>(op_a, op_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue,
-                                                    stream);
-        case GemmBlockTile::t32:
-            return gemm_register_blocked_launch<32>(op_a, op_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue,
-                                                    stream);
-        case GemmBlockTile::t64:
-            return gemm_register_blocked_launch<64>(op_a, op_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue,
-                                                    stream);
-        case GemmBlockTile::t128:
-            return gemm_register_blocked_launch<128>(op_a, op_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue,
-                                                     stream);
-    }
-    throw std::invalid_argument("gemm_register_blocked: a GemmBlockTile other than 16, 32, 64, 128");
+    gemm_with_block_tile("gemm_register_blocked", tile, [&]<int kTile>() {
+        gemm_register_blocked_launch<kTile>(op_a, op_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue, stream);
+    });
 }
 
 inline void gemm_register_blocked(Transpose op_a, Transpose op_b, int M, int N, int K, float alpha, const float* A,

@@ -3,7 +3,7 @@
 // Every step (kernels/hgemm_v1_warp_tile.cuh … hgemm_v3_pipelined.cuh) computes, for row-major matrices,
 //     C = act( alpha · op(A) · op(B)  +  bias )        op(A): M×K, op(B): K×N, C: M×N
 // with A, B and bias in fp16 (__half) and every product accumulated in fp32 by the tensor cores' mma.m16n8k16
-// (common/tensor_core.h). op(X) is X or Xᵀ (Transpose::yes), as in the fp32 GEMM (kernels/gemm_common.cuh): A is
+// (kernels/tensor_core.h). op(X) is X or Xᵀ (Transpose::yes), as in the fp32 GEMM (kernels/gemm_common.cuh): A is
 // stored M×K (lda ≥ K), or K×M (lda ≥ M) when transposed; B is K×N (ldb ≥ N), or N×K (ldb ≥ K). C is written as
 // OutT: float, or __half rounded once from the fp32 result (to nearest; beyond ±65504 it becomes ±inf, as
 // __float2half_rn does). There is no beta: C is never read. Any M, N, K ≥ 0 and any leading dimensions work.
@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "common/tensor_core.h"
+#include "kernels/tensor_core.h"
 #include "kernels/gemm_common.cuh"  // Transpose, gemm_pick_transposes, GemmTile, gemm_tile_for, the grid and int checks
 
 // What happens to each output after the dot product, in the same kernel: add a bias row vector (fp16, added in
@@ -48,7 +48,7 @@ __device__ __forceinline__ void hgemm_write(__half* c, float value) {
 
 // The 16×8 fp32 accumulator tile d[0..3] of one mma (rows row..row+15, columns col..col+7 of C), finished and
 // stored: out = act(alpha·acc + bias[col]). Lane (g = lane/4, t = lane%4) holds rows g and g+8, columns 2t and
-// 2t+1 (the C layout in common/tensor_core.h). A warp's stores: 8 rows × 8 consecutive outputs (16 or 32 bytes
+// 2t+1 (the C layout in kernels/tensor_core.h). A warp's stores: 8 rows × 8 consecutive outputs (16 or 32 bytes
 // each); only outputs inside C are written.
 template <typename OutT>
 __device__ __forceinline__ void hgemm_store_accumulators(OutT* C, int ldc, int M, int N, int row, int col,

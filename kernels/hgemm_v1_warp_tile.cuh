@@ -1,7 +1,7 @@
 // kernels/hgemm_v1_warp_tile.cuh — tensor-core GEMM step 1: one warp, one 32×32 output tile, fragments straight
 // from global memory.
 //
-// idea:     the tensor cores multiply whole tiles: one mma.m16n8k16 (common/tensor_core.h) computes a 16×8 block of
+// idea:     the tensor cores multiply whole tiles: one mma.m16n8k16 (kernels/tensor_core.h) computes a 16×8 block of
 //           C from a 16×16 piece of op(A) and a 16×8 piece of op(B), 4096 flops in one warp-wide instruction. No
 //           lane owns an output: each of the 32 lanes holds a few elements of each operand (its "fragment") and
 //           of the result. Here every lane fetches its fragment elements from global memory itself, at the

@@ -3,7 +3,7 @@
 //
 // idea:     in step 2 each k-step copies its tiles, waits at a barrier, multiplies, and waits at a second barrier
 //           before the next copy may overwrite them: while a copy is in flight (hundreds of cycles) the tensor
-//           cores of the block idle. Here the copies are cp.async (common/tensor_core.h): a thread starts its
+//           cores of the block idle. Here the copies are cp.async (kernels/tensor_core.h): a thread starts its
 //           16-byte global → shared copies and goes on without waiting for them, into a second pair of buffers.
 //           So each k-step starts the copies of the *next* tiles, multiplies this one while they are in flight,
 //           and only then waits for them:

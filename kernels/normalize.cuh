@@ -22,7 +22,7 @@
 
 #include "common/launch.h"
 #include "common/normalize_pixel.h"
-#include "kernels/fp16_elementwise.cuh"  // float_to, store_half4
+#include "kernels/dtype.cuh"  // float_to, store_half4
 
 // Four results, one store: a float4 (16 bytes) or two __half2 (8 bytes, each value rounded once).
 __device__ __forceinline__ void store4(float* out, float a, float b, float c, float d) {

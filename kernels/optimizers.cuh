@@ -39,7 +39,7 @@
 
 #include "common/grad_scaler.h"  // GradScalerState: the mixed step's skip flag and bias corrections
 #include "common/launch.h"
-#include "kernels/elementwise.cuh"  // all_aligned16, grid_for_4_per_thread
+#include "kernels/dtype.cuh"  // all_aligned16, grid_for_4_per_thread
 #include "kernels/warp_reduce.cuh"  // group_sum
 
 struct SgdParams {

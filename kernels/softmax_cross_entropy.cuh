@@ -36,7 +36,7 @@
 #include <type_traits>
 
 #include "common/launch.h"
-#include "kernels/fp16_elementwise.cuh"  // as_float, float_to, kIsFloatOrHalf
+#include "kernels/dtype.cuh"  // as_float, float_to, kIsFloatOrHalf
 #include "kernels/warp_reduce.cuh"
 
 // T: float or __half (logits and dlogits). grad_scale: nullptr or a device pointer to the loss scale.

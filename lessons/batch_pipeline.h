@@ -76,8 +76,7 @@ class BatchPipeline {
 
     bool resident() const { return resident_; }
     uint64_t image_bytes_this_epoch() const { return image_bytes_; }  // pixels copied to the device this epoch
-    // After training: image bytes per epoch, and how much of the copy time the compute stream never waited for
-    // (lines and JSON results, as lesson 03 prints them).
+    // After training: report_copies (below) with this pipeline's figures.
     void report_copies(Lesson& lesson) const;
 
   private:
@@ -101,6 +100,11 @@ class BatchPipeline {
     size_t batches_ = 0;                   // batches read this epoch
     uint64_t image_bytes_ = 0;
 };
+
+// After training (lesson 03 on): the image bytes copied per epoch, and how much of the copy time (lesson.timer's h2d)
+// the compute stream never waited for (its input wait): printed and in the JSON results. Without overlapping streams
+// (the CPU backend without CUDA_CPU_ASYNC=1) it says that this cannot be measured there.
+void report_copies(Lesson& lesson, uint64_t image_bytes_per_epoch, bool resident);
 
 // The loss, kept on the device: summed over each epoch (read once per epoch) and, with `keep_steps`, every step's
 // mean loss (read once at the end). The host never waits for a step's loss.

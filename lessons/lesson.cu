@@ -13,7 +13,7 @@
 #include "common/reference_mlp.h"
 #include "kernels/bias_grad.cuh"
 #include "kernels/elementwise.cuh"
-#include "kernels/evaluate.cuh"
+#include "kernels/count_correct.cuh"
 #include "kernels/gemm.cuh"
 #include "kernels/normalize.cuh"
 #include "kernels/optimizers.cuh"

@@ -24,7 +24,7 @@
 #include "lessons/lesson.h"
 
 #include "common/launch.h"
-#include "kernels/evaluate.cuh"
+#include "kernels/count_correct.cuh"
 #include "kernels/hgemm_version.h"
 #include "kernels/loss_scaling.cuh"
 #include "kernels/normalize.cuh"

@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "common/tensor_core.h"
+#include "kernels/tensor_core.h"
 #include "tests/test_support.h"
 
 using test_support::DeviceBuffer;

@@ -27,7 +27,7 @@
 #include "common/normalize_pixel.h"
 #include "common/reference_ops.h"
 #include "kernels/bias_grad.cuh"
-#include "kernels/evaluate.cuh"
+#include "kernels/count_correct.cuh"
 #include "kernels/fp16_elementwise.cuh"
 #include "kernels/normalize.cuh"
 #include "kernels/softmax_cross_entropy.cuh"
@@ -174,10 +174,9 @@ TEST_CASE("normalize_pixels to fp16 is exact for all 256 pixel values", "[kernel
     }
 }
 
-// ---- cast_to_half, cast_to_float ------------------------------------------------------------------------------------
+// ---- cast_to_half -----------------------------------------------------------------------------------------------
 
-TEST_CASE("cast_to_half rounds to nearest even, overflows to inf, and cast_to_float is exact",
-          "[kernels][fp16][cast]") {
+TEST_CASE("cast_to_half rounds to nearest even and overflows to inf", "[kernels][fp16][cast]") {
     REQUIRE_DEVICE();
     auto rng = test_support::rng_for_test();
     struct Offsets {
@@ -187,7 +186,7 @@ TEST_CASE("cast_to_half rounds to nearest even, overflows to inf, and cast_to_fl
         for (Offsets o : {Offsets{0, 0}, Offsets{1, 1}, Offsets{0, 1}, Offsets{4, 0}}) {
             INFO("n=" << n << " src offset=" << o.src << " dst offset=" << o.dst);
             const std::vector<float> x = wide_range_floats(rng, n + o.src);
-            DeviceBuffer<float> d_x(x), d_back(n + o.src + 1);
+            DeviceBuffer<float> d_x(x);
             DeviceBuffer<__half> d_h(n + o.dst + 1);
             cast_to_half(d_x.get() + o.src, d_h.get() + o.dst, n);
             const std::vector<__half> h_all = d_h.download();
@@ -208,76 +207,8 @@ TEST_CASE("cast_to_half rounds to nearest even, overflows to inf, and cast_to_fl
                 REQUIRE(infinities > 0);
                 REQUIRE(subnormals > 0);
             }
-
-            // Back to float: exact, so the round trip equals float(half(x)) bit for bit.
-            cast_to_float(d_h.get() + o.dst, d_back.get() + o.src, n);
-            const std::vector<float> back_all = d_back.download();
-            REQUIRE(count_bit_mismatches(slice(back_all, o.src, n), to_float(h), "float") == 0);
-            REQUIRE(std::isnan(back_all.back()));
         }
     }
-}
-
-// ---- bias_relu_half -------------------------------------------------------------------------------------------------
-
-namespace {
-
-void check_bias_relu_half(std::mt19937_64& rng, int rows, int cols, int ldy, int offset, bool relu) {
-    INFO("rows=" << rows << " cols=" << cols << " ldy=" << ldy << " offset=" << offset << " relu=" << relu);
-    const size_t size = static_cast<size_t>(rows) * ldy;
-    const std::vector<__half> y = random_halves(rng, size + offset, -2.0f, 2.0f);
-    const std::vector<__half> bias = random_halves(rng, cols + offset, -1.0f, 1.0f);
-    DeviceBuffer<__half> d_y(y), d_bias(bias);
-    bias_relu_half(d_bias.get() + offset, d_y.get() + offset, rows, cols, ldy, relu);
-    const std::vector<__half> got = slice(d_y.download(), offset, size);
-
-    // The formula on the host: the sum and the ReLU in fp32, one rounding. Padding columns stay as they were.
-    std::vector<__half> want = slice(y, offset, size);
-    std::vector<double> ref(size), bias_d(cols);
-    for (int c = 0; c < cols; ++c) bias_d[c] = __half2float(bias[offset + c]);
-    for (size_t i = 0; i < size; ++i) ref[i] = __half2float(want[i]);
-    reference::bias_add(rows, cols, bias_d.data(), ref.data(), ldy);
-    for (int r = 0; r < rows; ++r) {
-        for (int c = 0; c < cols; ++c) {
-            const size_t i = static_cast<size_t>(r) * ldy + c;
-            const float sum = __half2float(want[i]) + __half2float(bias[offset + c]);
-            want[i] = __float2half_rn(relu && !(sum > 0.0f) ? 0.0f : sum);
-            if (relu) ref[i] = std::max(ref[i], 0.0);
-        }
-    }
-    REQUIRE(count_bit_mismatches(got, want, "Y") == 0);
-    // The float64 reference: the fp32 sum of two halves (2^-24) and one fp16 rounding.
-    REQUIRE(count_mismatches(to_float(got), ref, kHalfAbs, kHalfRel + kFloatRel, "Y") == 0);
-}
-
-}  // namespace
-
-TEST_CASE("bias_relu_half matches the reference at awkward shapes, padded rows and misaligned buffers",
-          "[kernels][fp16][elementwise]") {
-    REQUIRE_DEVICE();
-    auto rng = test_support::rng_for_test();
-    for (int rows : {1, 10, 127, 128, 129}) {
-        for (int cols : {10, 784, 1024, 1023}) {
-            const int padded = (cols + 7) / 8 * 8 + 8;  // ldy % 8 == 0: the 16-byte path, with a partial last group
-            check_bias_relu_half(rng, rows, cols, cols, 0, rows % 2 == 1);  // 16-byte path when cols % 8 == 0
-            check_bias_relu_half(rng, rows, cols, padded, 0, rows % 2 == 0);
-            check_bias_relu_half(rng, rows, cols, padded, 1, true);  // misaligned: one column per thread
-        }
-    }
-}
-
-TEST_CASE("bias_relu_half covers more rows than grid.y can hold (600001 x 3, ldy 8)",
-          "[kernels][fp16][elementwise][large]") {
-    REQUIRE_DEVICE();
-    auto rng = test_support::rng_for_test();
-    check_bias_relu_half(rng, 600001, 3, 8, 0, true);
-}
-
-TEST_CASE("bias_relu_half rejects bad sizes", "[kernels][fp16][elementwise]") {
-    // Host-side checks only: nothing is launched.
-    __half* p = reinterpret_cast<__half*>(uintptr_t{256});
-    REQUIRE_THROWS_AS(bias_relu_half(p, p, 4, 10, 9, true), std::invalid_argument);
-    REQUIRE_THROWS_AS(bias_relu_half(p, p, -1, 10, 10, true), std::invalid_argument);
 }
 
 // ---- relu_backward_half ---------------------------------------------------------------------------------------------

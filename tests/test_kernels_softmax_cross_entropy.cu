@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/reference_ops.h"
-#include "kernels/evaluate.cuh"
+#include "kernels/count_correct.cuh"
 #include "kernels/softmax_cross_entropy.cuh"
 
 using test_support::count_mismatches;

@@ -1,4 +1,4 @@
-// tests/test_tensor_core.cu — common/tensor_core.h: ldmatrix (x1/x2/x4, plain and .trans) element by element
+// tests/test_tensor_core.cu — kernels/tensor_core.h: ldmatrix (x1/x2/x4, plain and .trans) element by element
 // against a plain C++ gather, mma.m16n8k16 on one tile with fragments loaded straight from the PTX layout
 // formulas and through ldmatrix, a multi-tile GEMM built from them on awkward sizes, against a float64
 // GEMM of the same fp16 inputs, and cp.async (two commit groups, scattered destinations) bit for bit.
@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/tensor_core.h"
+#include "kernels/tensor_core.h"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include "lessons/lesson.h"
 
 #include "common/reference_mlp.h"  // epoch_order, gather_batch: the batch order the reference trainer uses
-#include "kernels/evaluate.cuh"
+#include "kernels/count_correct.cuh"
 #include "kernels/normalize.cuh"
 #include "kernels/softmax_cross_entropy.cuh"
 

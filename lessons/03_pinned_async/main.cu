@@ -11,16 +11,16 @@
 //   * the loss is summed on the device and read once per epoch, not after every step.
 // --resident keeps the whole uint8 training set on the device (47 MB for MNIST) and gathers each batch there:
 // the fastest copy is no copy.
-#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <vector>
 
 #include "lessons/batch_loader.h"
+#include "lessons/batch_pipeline.h"  // report_copies (the rest of it is this file, written out)
 #include "lessons/lesson.h"
 
 #include "common/reference_mlp.h"  // epoch_order: the batch order the reference trainer uses
-#include "kernels/evaluate.cuh"
+#include "kernels/count_correct.cuh"
 #include "kernels/gather_rows.cuh"
 #include "kernels/normalize.cuh"
 #include "kernels/softmax_cross_entropy.cuh"
@@ -176,25 +176,7 @@ int train(int argc, char** argv) {
         lesson.finish_epoch(epoch, timing, *loss_sum_host, forward_simple, compute);
     }
 
-    // How much of the copy time the compute stream never saw: copy time minus the time it stood waiting.
-    const EpochTiming total = timer.total();
-    const double copy_ms = total[Phase::h2d].ms, wait_ms = total[Phase::input_wait].ms;
-    std::printf("\nimage bytes copied per epoch: %s%s\n", format_bytes(image_bytes_per_epoch).c_str(),
-                resident ? " (--resident: only the epoch's order crosses, 4 bytes per image)" : " (1 byte per pixel)");
-    if (!resident && !lesson.streams_overlap()) {
-        std::printf(
-            "copy time hidden behind compute: not measurable here (the CPU backend runs streams one after "
-            "the other unless CUDA_CPU_ASYNC=1; %.2f ms of copies)\n",
-            copy_ms);
-    } else if (!resident) {
-        const double hidden = copy_ms > 0 ? std::max(0.0, copy_ms - wait_ms) / copy_ms : 0.0;
-        std::printf(
-            "copy time hidden behind compute: %.1f%% (copies %.2f ms on the copy stream; the compute stream "
-            "waited %.2f ms for its input)\n",
-            100.0 * hidden, copy_ms, wait_ms);
-        lesson.add_result("copy_hidden_fraction", hidden);
-    }
-    lesson.add_result("image_bytes_per_epoch", int64_t(image_bytes_per_epoch));
+    report_copies(lesson, image_bytes_per_epoch, resident);  // how much of the copy time compute never saw
 
     const int status = lesson.finish();
     for (int s = 0; s < kSlots; ++s) {

@@ -17,7 +17,7 @@
 #include "lessons/lesson.h"
 
 #include "kernels/bias_grad.cuh"
-#include "kernels/evaluate.cuh"
+#include "kernels/count_correct.cuh"
 #include "kernels/normalize.cuh"
 #include "kernels/softmax_cross_entropy.cuh"
 

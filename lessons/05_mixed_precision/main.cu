@@ -23,7 +23,7 @@
 #include "lessons/mixed_precision.h"  // the fp16 model: HalfMlp, forward_half, backward_half, optimizer_step
 
 #include "kernels/bias_grad.cuh"
-#include "kernels/evaluate.cuh"
+#include "kernels/count_correct.cuh"
 #include "kernels/loss_scaling.cuh"
 #include "kernels/normalize.cuh"
 #include "kernels/softmax_cross_entropy.cuh"

@@ -26,7 +26,7 @@
 
 #include "common/reference_mlp.h"  // batch_count
 #include "kernels/bias_grad.cuh"
-#include "kernels/evaluate.cuh"
+#include "kernels/count_correct.cuh"
 #include "kernels/hgemm.cuh"
 #include "kernels/loss_scaling.cuh"
 #include "kernels/normalize.cuh"

@@ -1,4 +1,4 @@
-// kernels/evaluate.cuh — accuracy on the device: argmax of each row of logits, compared with the label, counted.
+// kernels/count_correct.cuh — accuracy on the device: argmax of each row of logits, compared with the label, counted.
 //
 // computes: *correct += #{ r < batch : argmax_c logits[r][c] == labels[r] }   (ties: lowest index)
 //           predictions[r] = argmax_c logits[r][c]                           (if predictions != nullptr)
@@ -19,7 +19,7 @@
 #include <stdexcept>
 
 #include "common/launch.h"
-#include "kernels/fp16_elementwise.cuh"  // as_float, kIsFloatOrHalf
+#include "kernels/dtype.cuh"  // as_float, kIsFloatOrHalf
 #include "kernels/warp_reduce.cuh"
 
 // T: float or __half.

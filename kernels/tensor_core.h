@@ -1,4 +1,4 @@
-// common/tensor_core.h — the two warp-wide instructions behind a hand-written tensor-core GEMM, and the
+// kernels/tensor_core.h — the two warp-wide instructions behind a hand-written tensor-core GEMM, and the
 // asynchronous copy that feeds them, with one spelling for both flavors:
 //
 //   mma_m16n8k16_f16_f32(d, a, b, c)   D = A·B + C for one 16×8 tile with K = 16: A (16×16) and B (16×8)
