@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <stdexcept>
+#include <string>
 
 #include "common/reference_mlp.h"  // epoch_order: the batch order the reference trainer uses
 #include "kernels/gather_rows.cuh"
@@ -82,6 +84,9 @@ void BatchPipeline::start_epoch(int epoch, size_t batches) {
         auto t = timer_.scope(Phase::host);
         order = epoch_order(lesson_.options.seed, epoch, train_.count);
     }
+    // An epoch cut short (lesson 07's last) hands the loader only the images it will read: it gathers nothing the
+    // loop would not take, so the next epoch starts with every slot released.
+    order.resize(std::min(order.size(), batches_ * size_t(batch_)));
     if (resident_) {  // 4 bytes per image per epoch instead of 785
         auto t = timer_.scope(Phase::h2d, compute_, order.size() * sizeof(uint32_t));
         ledger_.copy_to_device(order_on_device_, order.data(), order.size() * sizeof(uint32_t), compute_);
@@ -98,6 +103,11 @@ void BatchPipeline::start_epoch(int epoch, size_t batches) {
 
 void BatchPipeline::prefetch(const BatchLoader::Batch& batch) {
     const int s = batch.slot;
+    if (!read_done_[s]) {  // rule 1 would wait on a stale consumed[s]: a silent race, so refused
+        throw std::logic_error("BatchPipeline: a batch copied into slot " + std::to_string(s) +
+                               " before done_reading() marked the slot's previous batch read");
+    }
+    read_done_[s] = false;
     uint8_t* pixels = device_pixels_ + size_t(s) * batch_ * kMnistPixels;
     uint8_t* labels = device_labels_ + size_t(s) * batch_;
     // Rule 1: the kernels that read this device slot last time must be done before it is overwritten.
@@ -115,6 +125,10 @@ void BatchPipeline::prefetch(const BatchLoader::Batch& batch) {
 }
 
 BatchPipeline::DeviceBatch BatchPipeline::wait_for_batch(size_t b) {
+    if (b >= batches_) {
+        throw std::logic_error("BatchPipeline::wait_for_batch(" + std::to_string(b) + "): the epoch has " +
+                               std::to_string(batches_) + " batches");
+    }
     DeviceBatch batch;
     batch.rows = rows_of(b);
     batch.slot = resident_ ? 0 : int(b % kSlots);
@@ -137,6 +151,7 @@ BatchPipeline::DeviceBatch BatchPipeline::wait_for_batch(size_t b) {
 
 void BatchPipeline::done_reading(const DeviceBatch& batch) {
     CUDA_CHECK(cudaEventRecord(consumed_[batch.slot], compute_));
+    read_done_[batch.slot] = true;
 }
 
 void BatchPipeline::prefetch_next(size_t b) {
@@ -150,12 +165,12 @@ void BatchPipeline::prefetch_next(size_t b) {
 }
 
 void BatchPipeline::report_copies(Lesson& lesson) const {
-    ::report_copies(lesson, image_bytes_, resident_);
+    ::report_copies(lesson, timer_, image_bytes_, resident_);
 }
 
-void report_copies(Lesson& lesson, uint64_t image_bytes_per_epoch, bool resident) {
+void report_copies(Lesson& lesson, const PhaseTimer& timer, uint64_t image_bytes_per_epoch, bool resident) {
     // How much of the copy time the compute stream never saw: copy time minus the time it stood waiting.
-    const EpochTiming total = lesson.timer.total();
+    const EpochTiming total = timer.total();
     const double copy_ms = total[Phase::h2d].ms, wait_ms = total[Phase::input_wait].ms;
     std::printf("\nimage bytes copied per epoch: %s%s\n", format_bytes(image_bytes_per_epoch).c_str(),
                 resident ? " (--resident: only the epoch's order crosses, 4 bytes per image)" : " (1 byte per pixel)");

@@ -19,7 +19,7 @@
 //                      ... backward, optimizer ...
 //                      data.prefetch_next(b);                             // batch b+1's copy queued now
 //
-// --resident (lessons 03 and 04): the uint8 training set lives on the device; no loader and no per-batch copy:
+// --resident (lesson 04; lesson 03 writes it out): the uint8 training set lives on the device; no loader and no per-batch copy:
 // wait_for_batch gathers the batch there (gather_rows, timed with `normalize`) from the epoch's order, which is
 // all that crosses PCIe (4 bytes per image).
 #pragma once
@@ -47,7 +47,8 @@ class BatchPipeline {
     // `batch`: rows per batch (0: the lesson's --batch). Creates the two streams and the events; starts the loader
     // thread, or uploads the training set when resident.
     BatchPipeline(Lesson& lesson, uint8_t* device_pixels, uint8_t* device_labels, bool resident = false, int batch = 0);
-    // The same with the buffers of another ledger and timer (a comparison run of lesson 05 or 06).
+    // The same with the buffers of another ledger and timer (a comparison run of lesson 05 or 06, a point of lesson
+    // 07's sweep).
     BatchPipeline(Lesson& lesson, MemoryLedger& ledger, PhaseTimer& timer, uint8_t* device_pixels,
                   uint8_t* device_labels, bool resident = false, int batch = 0);
     ~BatchPipeline();  // stops the loader (it may wait on an event), waits for both streams, destroys them
@@ -57,9 +58,11 @@ class BatchPipeline {
     cudaStream_t compute() const { return compute_; }  // kernels
     cudaStream_t copy() const { return copy_; }        // host → device copies
 
-    // The epoch's shuffled order (epoch_order: the reference trainer's), handed to the loader; batch 0's copy is
-    // queued. `batches`: how many batches of the epoch will be read (0: all of them).
+    // The epoch's shuffled order (epoch_order: the reference trainer's), handed to the loader, and batch 0's copy
+    // queued (resident: the order uploaded). `batches`: how many batches of the epoch will be read (0: all of them;
+    // fewer: only those are gathered).
     void start_epoch(int epoch, size_t batches = 0);
+    size_t batches() const { return batches_; }  // this epoch's, after start_epoch
 
     struct DeviceBatch {
         const uint8_t* pixels = nullptr;  // device, [rows × 784] uint8
@@ -68,14 +71,16 @@ class BatchPipeline {
         int slot = 0;
     };
     // Rule 3: the compute stream waits for batch b's copy (timed as input wait); resident: gathers batch b.
+    // b < batches(), else std::logic_error.
     DeviceBatch wait_for_batch(size_t b);
     // Records that the kernels queued so far on compute() are the last readers of batch's slot (rule 1's event).
+    // Required before the slot is copied into again: prefetch_next throws std::logic_error otherwise (a missing
+    // record would leave rule 1 waiting on a stale event: a silent race).
     void done_reading(const DeviceBatch& batch);
     // Queues batch b+1's copy, if the epoch has one: the host waits for the loader (timed as host) if it is behind.
     void prefetch_next(size_t b);
 
     bool resident() const { return resident_; }
-    uint64_t image_bytes_this_epoch() const { return image_bytes_; }  // pixels copied to the device this epoch
     // After training: report_copies (below) with this pipeline's figures.
     void report_copies(Lesson& lesson) const;
 
@@ -99,12 +104,13 @@ class BatchPipeline {
     uint32_t* order_on_device_ = nullptr;  // --resident: the epoch's order
     size_t batches_ = 0;                   // batches read this epoch
     uint64_t image_bytes_ = 0;
+    bool read_done_[kSlots] = {true, true};  // done_reading() since the slot's last copy (checked by prefetch)
 };
 
-// After training (lesson 03 on): the image bytes copied per epoch, and how much of the copy time (lesson.timer's h2d)
+// After training (lesson 03 on): the image bytes copied per epoch, and how much of the copy time (timer's h2d)
 // the compute stream never waited for (its input wait): printed and in the JSON results. Without overlapping streams
 // (the CPU backend without CUDA_CPU_ASYNC=1) it says that this cannot be measured there.
-void report_copies(Lesson& lesson, uint64_t image_bytes_per_epoch, bool resident);
+void report_copies(Lesson& lesson, const PhaseTimer& timer, uint64_t image_bytes_per_epoch, bool resident);
 
 // The loss, kept on the device: summed over each epoch (read once per epoch) and, with `keep_steps`, every step's
 // mean loss (read once at the end). The host never waits for a step's loss.

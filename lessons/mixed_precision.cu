@@ -219,6 +219,7 @@ std::vector<GradientTensor> gradient_tensors(HalfMlp<float>& net) {
 }
 
 std::vector<std::vector<float>> download_parameters(MemoryLedger& ledger, Mlp& net) {
+    CUDA_CHECK(cudaDeviceSynchronize());  // every stream's updates have landed (the copies below are on stream 0)
     std::vector<std::vector<float>> tensors;
     for (Mlp::Layer& layer : net.layers) {
         std::vector<float> weight(size_t(layer.in) * layer.out), bias(size_t(layer.out));
@@ -233,19 +234,21 @@ std::vector<std::vector<float>> download_parameters(MemoryLedger& ledger, Mlp& n
 
 namespace {
 
-std::vector<float> download_widened(MemoryLedger& ledger, const __half* device, size_t count) {
+// On `stream`, the stream of the kernels that wrote `device`: a copy on stream 0 would not wait for a non-blocking
+// stream's kernels (CUDA_CPU_ASYNC=late caught the probe below reading gradients before its backward pass ran).
+std::vector<float> download_widened(MemoryLedger& ledger, const __half* device, size_t count, cudaStream_t stream) {
     std::vector<__half> halves(count);
-    ledger.copy_to_host(halves.data(), device, count * sizeof(__half));
-    CUDA_CHECK(cudaDeviceSynchronize());
+    ledger.copy_to_host(halves.data(), device, count * sizeof(__half), stream);
+    CUDA_CHECK(cudaStreamSynchronize(stream));
     std::vector<float> floats(count);
     std::transform(halves.begin(), halves.end(), floats.begin(), [](__half x) { return __half2float(x); });
     return floats;
 }
 
-std::vector<float> download_floats(MemoryLedger& ledger, const float* device, size_t count) {
+std::vector<float> download_floats(MemoryLedger& ledger, const float* device, size_t count, cudaStream_t stream) {
     std::vector<float> floats(count);
-    ledger.copy_to_host(floats.data(), device, count * sizeof(float));
-    CUDA_CHECK(cudaDeviceSynchronize());
+    ledger.copy_to_host(floats.data(), device, count * sizeof(float), stream);
+    CUDA_CHECK(cudaStreamSynchronize(stream));
     return floats;
 }
 
@@ -253,15 +256,16 @@ std::vector<float> download_floats(MemoryLedger& ledger, const float* device, si
 
 template <typename Grad>
 std::vector<std::vector<float>> download_parameters(MemoryLedger& ledger, HalfMlp<Grad>& net) {
+    CUDA_CHECK(cudaDeviceSynchronize());  // every stream's updates have landed (the copies below are on stream 0)
     std::vector<std::vector<float>> tensors;
     for (auto& layer : net.layers) {
         const size_t weights = size_t(layer.in) * layer.out, biases = size_t(layer.out);
         if (layer.master_weight != nullptr) {
-            tensors.push_back(download_floats(ledger, layer.master_weight, weights));
-            tensors.push_back(download_floats(ledger, layer.master_bias, biases));
+            tensors.push_back(download_floats(ledger, layer.master_weight, weights, 0));
+            tensors.push_back(download_floats(ledger, layer.master_bias, biases, 0));
         } else {
-            tensors.push_back(download_widened(ledger, layer.weight, weights));
-            tensors.push_back(download_widened(ledger, layer.bias, biases));
+            tensors.push_back(download_widened(ledger, layer.weight, weights, 0));
+            tensors.push_back(download_widened(ledger, layer.bias, biases, 0));
         }
     }
     return tensors;
@@ -305,8 +309,8 @@ UnderflowProbe probe_gradient_underflow(const Lesson& lesson, const std::vector<
     backward_fast(reference, rows, kFastestGemm, workspace, workspace_floats, stream);
     std::vector<std::vector<float>> fp32_grads;
     for (const auto& layer : reference.layers) {
-        fp32_grads.push_back(download_floats(ledger, layer.weight_grad, size_t(layer.in) * layer.out));
-        fp32_grads.push_back(download_floats(ledger, layer.bias_grad, size_t(layer.out)));
+        fp32_grads.push_back(download_floats(ledger, layer.weight_grad, size_t(layer.in) * layer.out, stream));
+        fp32_grads.push_back(download_floats(ledger, layer.bias_grad, size_t(layer.out), stream));
     }
 
     UnderflowProbe probe;
@@ -323,10 +327,10 @@ UnderflowProbe probe_gradient_underflow(const Lesson& lesson, const std::vector<
         backward_half(half, rows, kFastestHgemm, workspace, workspace_floats, stream);
         uint64_t flushed = 0, overflowed = 0;
         for (size_t l = 0; l < half.layers.size(); ++l) {
-            const std::vector<float> dw =
-                download_widened(ledger, half.layers[l].weight_grad, size_t(half.layers[l].in) * half.layers[l].out);
+            const std::vector<float> dw = download_widened(ledger, half.layers[l].weight_grad,
+                                                           size_t(half.layers[l].in) * half.layers[l].out, stream);
             const std::vector<float> db =
-                download_widened(ledger, half.layers[l].bias_grad, size_t(half.layers[l].out));
+                download_widened(ledger, half.layers[l].bias_grad, size_t(half.layers[l].out), stream);
             const auto count = [&](const std::vector<float>& fp16, const std::vector<float>& fp32) {
                 for (size_t i = 0; i < fp16.size(); ++i) {
                     if (fp32[i] == 0.0f) continue;

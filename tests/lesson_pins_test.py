@@ -9,6 +9,9 @@ tests/lesson_pins.json, recorded from the tree before the lessons were restructu
 
     python3 tests/lesson_pins_test.py BUILD_DIR            compare (ctest runs this in the plain cpu tree)
     python3 tests/lesson_pins_test.py BUILD_DIR --record   rewrite tests/lesson_pins.json
+    python3 tests/lesson_pins_test.py BUILD_DIR --async late   the same pins with CUDA_CPU_ASYNC=late: every stream
+                                                           operation as late as CUDA allows (a missing wait reads
+                                                           poison), and still the same bits
 
 Re-record only with a change that alters the numerics on purpose, and say why in its commit.
 The CPU backend only: a GPU's kernels round differently (its own checks are tools/gpu_check.sh's).
@@ -96,12 +99,12 @@ def summary(report):
     return {"epochs": epochs, "results": results}
 
 
-def run_lesson(build, lesson, args, data, folder, tag):
+def run_lesson(build, lesson, args, data, folder, tag, async_mode):
     binary = os.path.join(build, "lessons", "lesson" + lesson)
     out = os.path.join(folder, tag + ".json")
     command = [binary] + args.split() + ["--data", data, "--quiet", "--json", out]
     done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          env=dict(os.environ, CUDA_CPU_ASYNC="0"))
+                          env=dict(os.environ, CUDA_CPU_ASYNC=async_mode))
     if done.returncode != 0:
         raise SystemExit(f"FAIL: {' '.join(command)} exited {done.returncode}:\n{done.stdout[-3000:]}")
     with open(out) as f:
@@ -131,7 +134,12 @@ def main():
     if len(sys.argv) < 2:
         raise SystemExit(__doc__)
     build, record = sys.argv[1], "--record" in sys.argv[2:]
-    only = [a for a in sys.argv[2:] if not a.startswith("--")]
+    async_mode = "0"
+    if "--async" in sys.argv[2:]:
+        async_mode = sys.argv[sys.argv.index("--async") + 1]
+    only = [a for a in sys.argv[2:] if not a.startswith("--") and a != async_mode]
+    if record and async_mode != "0":
+        raise SystemExit("--record records the synchronous runs only")
     got = {}
     with tempfile.TemporaryDirectory() as folder:
         write_dataset(folder)
@@ -139,7 +147,7 @@ def main():
             if only and lesson not in only:
                 continue
             for i, args in enumerate(configs):
-                got[f"{lesson} {args}"] = run_lesson(build, lesson, args, folder, folder, f"{lesson}_{i}")
+                got[f"{lesson} {args}"] = run_lesson(build, lesson, args, folder, folder, f"{lesson}_{i}", async_mode)
                 print(f"ran lesson {lesson} {args}", flush=True)
     if record:
         with open(PINS, "w") as f:
@@ -162,7 +170,8 @@ def main():
         print("FAIL:", line)
     if failures:
         return 1
-    print(f"all {len(got)} runs bitwise as pinned (weights checksum, losses, accuracies, comparison figures)")
+    print(f"all {len(got)} runs bitwise as pinned (weights checksum, losses, accuracies, comparison figures; "
+          f"CUDA_CPU_ASYNC={async_mode})")
     return 0
 
 

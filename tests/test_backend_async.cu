@@ -39,14 +39,19 @@ __global__ void wait_for_flag(const int* flag) {
     while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == 0) std::this_thread::yield();
 }
 
-// Asynchronous streams for one test, restored afterwards.
+// Asynchronous streams for one test (without the late schedule, even under CUDA_CPU_ASYNC=late: these tests are
+// about the fuzzed schedule), restored afterwards.
 struct AsyncStreams {
-    AsyncStreams() : was_async(cpu_backend::async_streams()) { cpu_backend::set_async_streams(true); }
+    AsyncStreams() : was_async(cpu_backend::async_streams()), was_late(cpu_backend::late_schedule_enabled()) {
+        cpu_backend::set_late_schedule(false);
+        cpu_backend::set_async_streams(true);
+    }
     ~AsyncStreams() {
         cpu_backend::set_stream_fuzzing(false);
+        cpu_backend::set_late_schedule(was_late);
         cpu_backend::set_async_streams(was_async);
     }
-    bool was_async;
+    bool was_async, was_late;
 };
 #endif
 
@@ -205,6 +210,70 @@ TEST_CASE("must fail: a staging buffer refilled before its copy's event complete
     const auto results = per_seed([] { return staging_refilled(false); });
     INFO("runs with a corrupted copy: " << runs_with_errors(results) << " of " << results.size());
     REQUIRE(runs_with_errors(results) > results.size() / 2);
+}
+
+// --- the late schedule (CUDA_CPU_ASYNC=late): the same missing waits, caught every time ---------------------------
+// Every queued item runs only once something waits for it, and a copy's destination holds poison from when it could
+// start until it runs (common/cpu_backend/streams.cpp): no seed can let the copy win the race.
+
+namespace {
+// Asynchronous streams on the late schedule for one test, restored afterwards.
+struct LateSchedule {
+    AsyncStreams async;
+    LateSchedule() { cpu_backend::set_late_schedule(true); }
+    ~LateSchedule() { cpu_backend::set_late_schedule(false); }
+};
+}  // namespace
+
+TEST_CASE("late schedule: the correct programs are right", "[backend][async][late]") {
+    LateSchedule late;
+    Stream copy, compute;
+    for (int run = 0; run < 3; ++run) {
+        INFO("run " << run);
+        REQUIRE(pinned_download_read_early(true) == 0);
+        REQUIRE(kernel_on_other_stream(true, copy.s, compute.s) == 0);
+        REQUIRE(staging_refilled(true) == 0);
+    }
+}
+
+TEST_CASE("late schedule: a polling loop on cudaEventQuery and cudaStreamQuery finishes", "[backend][async][late]") {
+    LateSchedule late;
+    Stream stream;
+    Event done(cudaEventDisableTiming);
+    DeviceBuffer<int> buffer(kCount);
+    CUDA_CHECK(cudaDeviceSynchronize());  // its poisoning memset is on stream 0, which a non-blocking stream skips
+    CUDA_CHECK(cudaMemsetAsync(buffer.get(), 0, kBytes, stream.s));
+    CUDA_CHECK(cudaEventRecord(done.e, stream.s));
+    while (cudaEventQuery(done.e) == cudaErrorNotReady) std::this_thread::yield();  // a query demands the work
+    REQUIRE(cudaStreamQuery(stream.s) == cudaSuccess);
+    const std::vector<int> got = buffer.download();
+    REQUIRE(std::count(got.begin(), got.end(), 0) == kCount);
+}
+
+TEST_CASE("must fail (late schedule): a pinned download read before synchronizing is wrong every time",
+          "[backend][async][late][must-fail]") {
+    LateSchedule late;
+    for (int run = 0; run < 5; ++run) REQUIRE(pinned_download_read_early(false) == size_t(kCount));
+}
+
+TEST_CASE("must fail (late schedule): a kernel on another stream without cudaStreamWaitEvent reads poison every time",
+          "[backend][async][late][must-fail]") {
+    LateSchedule late;
+    Stream copy, compute;
+    for (int run = 0; run < 5; ++run) REQUIRE(kernel_on_other_stream(false, copy.s, compute.s) == size_t(kCount));
+}
+
+TEST_CASE("must fail (late schedule): a staging buffer refilled before its copy ran is reported",
+          "[backend][async][late][must-fail]") {
+    const test_support::ChildResult child = test_support::run_in_child([] {
+        cpu_backend::set_async_streams(true);
+        cpu_backend::set_late_schedule(true);
+        staging_refilled(false);
+    });
+    INFO("child output:\n" << child.output);
+    REQUIRE_FALSE(child.exited_normally);
+    REQUIRE(child.output.find("the host changed the source after the call and before the copy ran") !=
+            std::string::npos);
 }
 #endif
 

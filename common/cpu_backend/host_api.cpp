@@ -17,9 +17,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "common/cpu_backend/internal.h"
 #include "common/cpu_backend/runtime.h"
@@ -594,6 +596,37 @@ cudaError_t check_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
 }
 }  // namespace
 
+namespace {
+// Late schedule (CUDA_CPU_ASYNC=late, streams.cpp): a queued copy's or memset's destination holds poison from the
+// moment the operation could start until it runs, so whoever reads it without waiting reads poison every time.
+cpu_backend::Work poison_when_ready(void* dst, size_t bytes) {
+    if (!cpu_backend::late_mode()) return nullptr;
+    return [dst, bytes] { std::memset(dst, 0xFF, bytes); };
+}
+
+// The work of a queued copy. Late schedule, from pinned host memory: the source is compared, when the copy runs,
+// with its bytes when the copy was queued; a host that refilled it in between is reported (on a GPU the copy would
+// carry the new bytes, or a mix of both).
+cpu_backend::Work queued_copy(void* dst, const void* src, size_t bytes) {
+    if (!cpu_backend::late_mode() || cpu_backend::is_device_address(src)) {
+        return [dst, src, bytes] { cpu_backend::copy_in_parts(dst, src, bytes); };
+    }
+    const auto* first = static_cast<const unsigned char*>(src);
+    auto snapshot = std::make_shared<std::vector<unsigned char>>(first, first + bytes);
+    return [dst, src, bytes, snapshot] {
+        if (std::memcmp(src, snapshot->data(), bytes) != 0) {
+            cpu_backend::fatal(
+                "cudaMemcpyAsync of %zu bytes from pinned host memory %p: the host changed the source after the call "
+                "and before the copy ran (CUDA_CPU_ASYNC=late runs every copy as late as CUDA allows). On a GPU the "
+                "copy would carry the new bytes, or a mix of old and new: wait for an event recorded after the copy "
+                "(cudaEventSynchronize) before refilling the buffer.",
+                bytes, src);
+        }
+        cpu_backend::copy_in_parts(dst, src, bytes);
+    };
+}
+}  // namespace
+
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
     if (const cudaError_t e = check_copy(dst, src, bytes, kind); e != cudaSuccess || bytes == 0) return e;
     if (!cpu_backend::async_mode()) {
@@ -604,7 +637,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
     // On the legacy default stream. Device to device returns at once; anything touching the host returns when done.
     const auto copy = [dst, src, bytes] { std::memmove(dst, src, bytes); };
     if (cpu_backend::is_device_address(dst) && cpu_backend::is_device_address(src)) {
-        cpu_backend::enqueue(0, copy);
+        cpu_backend::enqueue(0, copy, poison_when_ready(dst, bytes));
     } else {
         cpu_backend::enqueue_and_wait(0, copy);
         cpu_backend::check_all_canaries("cudaMemcpy");
@@ -629,7 +662,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
     } else if (cpu_backend::is_pageable(src, bytes)) {
         cpu_backend::enqueue_staged_copy(stream, dst, src, bytes);
     } else {
-        cpu_backend::enqueue(stream, [dst, src, bytes] { cpu_backend::copy_in_parts(dst, src, bytes); });
+        cpu_backend::enqueue(stream, queued_copy(dst, src, bytes), poison_when_ready(dst, bytes));
     }
     return cudaSuccess;
 }
@@ -643,7 +676,8 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t str
         std::memset(ptr, value, bytes);
         return cudaSuccess;
     }
-    cpu_backend::enqueue(stream, [ptr, value, bytes] { std::memset(ptr, value, bytes); });
+    cpu_backend::enqueue(
+        stream, [ptr, value, bytes] { std::memset(ptr, value, bytes); }, poison_when_ready(ptr, bytes));
     return cudaSuccess;
 }
 

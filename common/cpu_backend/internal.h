@@ -65,8 +65,11 @@ const std::vector<StaticSharedVariable>& helper_shared_variables();
 // that mode only: in synchronous mode the caller does the work inline.
 bool async_mode();
 using Work = std::function<void()>;
-// Queues work on a stream (0: the legacy default stream) and returns at once.
-void enqueue(cudaStream_t stream, Work work);
+// Queues work on a stream (0: the legacy default stream) and returns at once. `when_ready`: under the late schedule
+// (CUDA_CPU_ASYNC=late), run as soon as the work could start, before anything demands it (a copy's poison fill).
+void enqueue(cudaStream_t stream, Work work, Work when_ready = nullptr);
+// Whether asynchronous mode runs the late schedule (streams.cpp's header).
+bool late_mode();
 // Queues work and waits until it has run (a copy to pageable memory, a synchronous cudaMemcpy).
 void enqueue_and_wait(cudaStream_t stream, Work work);
 // The work of a queued copy: a plain memmove, except under stream fuzzing on a stream other than stream 0, where the

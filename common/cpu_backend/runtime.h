@@ -319,6 +319,10 @@ bool async_streams();
 // In asynchronous mode, sleep a seeded random 0–2 ms before each stream item (CUDA_CPU_FUZZ=<seed> turns it on
 // together with schedule fuzzing); the same seed gives each stream the same delays.
 void set_stream_fuzzing(bool enabled, uint64_t seed = 0);
+// In asynchronous mode, the late schedule (what CUDA_CPU_ASYNC=late turns on): every item runs only once something
+// waits for it, and a copy's or memset's destination holds poison from when it could start until it runs.
+void set_late_schedule(bool enabled);
+bool late_schedule_enabled();
 
 // The emulated device memory when CUDA_CPU_MEMORY is not set, for a host with this much RAM.
 size_t default_device_capacity(size_t host_ram_bytes);

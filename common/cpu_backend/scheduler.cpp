@@ -1240,7 +1240,7 @@ namespace {
                          ", but thread (0,0,0), which ran first, finished without reaching any barrier or warp "
                          "collective, so the block took the barrier-free fast path (divergent barrier). On a GPU this "
                          "is a bug for __syncthreads; the CPU backend also needs the first thread of a block to reach "
-                         "a warp collective if any thread does (see README, \"Not supported\").");
+                         "a warp collective if any thread does (see common/cpu_backend/README.md, \"Not supported\").");
 }
 
 inline BlockRun& current_block(const char* what, const std::source_location& site) {

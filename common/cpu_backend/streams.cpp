@@ -18,6 +18,15 @@
 // stream 0 lands in two halves (copy_in_parts): the first when the stream reaches it, the second only once no other
 // stream has work it could run (at least 2 ms later, at most 100 ms), so whoever reads the destination, or refills
 // the source, without waiting for the copy's event sees a half-done copy whatever the seed.
+//
+// Late schedule (CUDA_CPU_ASYNC=late): every item runs as late as CUDA's ordering rules allow, only once something
+// demands it — a host wait (cudaStreamSynchronize, cudaEventSynchronize, cudaDeviceSynchronize, a blocking copy, a
+// query: a polling loop must progress), or a demanded item that depends on it (a later item of its stream, an
+// event wait, the legacy stream's implicit waits). Demand is a per-stream watermark, propagated along dependencies.
+// As soon as an item could legally start but is not yet demanded, its `when_ready` hook runs: a copy or memset
+// poisons its destination (0xFF bytes: NaN as floats) there, so a reader that did not wait for it reads poison every
+// time, not for some seeds. A copy from pinned host memory also compares its source, when it runs, with a snapshot
+// taken when it was queued: a host that refilled the buffer before the copy completed is reported (fatal).
 #include <pthread.h>
 
 #include <algorithm>
@@ -50,6 +59,8 @@ struct Dependency {
 struct WorkItem {
     Work work;
     std::vector<Dependency> after;
+    Work when_ready;      // late schedule: runs once the item could start, before it is demanded (a poison fill)
+    uint64_t number = 0;  // its stream's item number (1, 2, ...)
 };
 
 struct StreamState {
@@ -58,6 +69,7 @@ struct StreamState {
     bool blocking = true;  // synchronizes with the legacy default stream
     std::deque<WorkItem> queue;
     uint64_t submitted = 0, completed = 0;  // item numbers: queued so far, finished so far
+    uint64_t demanded = 0;                  // late schedule: items up to this number may run
     bool active = false;  // running an item (or sleeping its fuzz delay before one), not waiting for anything
     bool thread_running = false;
     bool destroyed = false;  // cudaStreamDestroy: the worker ends once the queue is empty
@@ -105,17 +117,25 @@ Registry& registry() {
 // Like a driver's pinned staging pool: beyond this many bytes of staged pageable sources, the host waits.
 constexpr size_t kStagingLimit = size_t{256} << 20;
 
+// CUDA_CPU_ASYNC=late: the late schedule (above). Read once, with async_flag.
+std::atomic<bool> late_schedule{false};
+
 std::atomic<bool>& async_flag() {
     static std::atomic<bool> flag{[] {
         const char* a = std::getenv("CUDA_CPU_ASYNC");
         if (!a || !*a || std::strcmp(a, "0") == 0) return false;
-        if (std::strcmp(a, "1") != 0) fatal("CUDA_CPU_ASYNC must be 0 or 1, not '%s'", a);
+        if (std::strcmp(a, "late") == 0) {
+            late_schedule.store(true);
+        } else if (std::strcmp(a, "1") != 0) {
+            fatal("CUDA_CPU_ASYNC must be 0, 1 or late, not '%s'", a);
+        }
 #if defined(CUDA_TEACH_RACECHECK)
         // ThreadSanitizer crashed inside its own runtime ("SEGV ... nested bug") in 1 of 2 runs of lesson 03 with
         // asynchronous streams, and the cause was not found: refused rather than trusted. The plain cpu tree runs
         // asynchronous streams (CI: CUDA_CPU_ASYNC=1 CUDA_CPU_FUZZ=5 over the whole suite).
-        fatal("CUDA_CPU_ASYNC=1 is not supported in the race build (ThreadSanitizer has crashed in its own runtime "
-              "with asynchronous streams); run it in the plain cpu tree, build/cpu");
+        fatal(
+            "CUDA_CPU_ASYNC=1 is not supported in the race build (ThreadSanitizer has crashed in its own runtime "
+            "with asynchronous streams); run it in the plain cpu tree, build/cpu");
 #endif
         return true;
     }()};
@@ -129,10 +149,30 @@ bool satisfied(const Dependency& d) {
     return d.stream->completed >= d.item;
 }
 
+bool late() {
+    return late_schedule.load(std::memory_order_relaxed);
+}
+
+bool demanded(const StreamState& s, const WorkItem& item) {
+    return !late() || item.number <= s.demanded;
+}
+
+// Late schedule: items up to `item` of `s` may run, and so may everything they depend on. Called with the lock held.
+void demand_locked(StreamState& s, uint64_t item) {
+    if (!late() || item <= s.demanded) return;
+    s.demanded = item;
+    for (const WorkItem& queued : s.queue) {
+        if (queued.number > item) break;
+        for (const Dependency& d : queued.after) demand_locked(*d.stream, d.item);
+    }
+    sync().progress.notify_all();
+}
+
 // Whether the stream runs an item now or could start its next one. Called with sync().mutex held.
 bool has_runnable_work(const StreamState& s) {
     return s.active ||
-           (!s.queue.empty() && std::all_of(s.queue.front().after.begin(), s.queue.front().after.end(), satisfied));
+           (!s.queue.empty() && std::all_of(s.queue.front().after.begin(), s.queue.front().after.end(), satisfied) &&
+            demanded(s, s.queue.front()));
 }
 
 void remove_from_registry(const StreamState* s) {
@@ -159,6 +199,16 @@ void worker_loop(StreamRef s) {
             const WorkItem& front = s->queue.front();
             return std::all_of(front.after.begin(), front.after.end(), satisfied);
         });
+        if (late()) {
+            // It could start now: poison what it will write, then wait until something demands it.
+            if (Work ready = std::move(s->queue.front().when_ready)) {
+                s->queue.front().when_ready = nullptr;
+                lock.unlock();
+                ready();
+                lock.lock();
+            }
+            sync().progress.wait(lock, [&] { return demanded(*s, s->queue.front()); });
+        }
         WorkItem item = std::move(s->queue.front());
         s->queue.pop_front();
         s->active = true;
@@ -218,10 +268,10 @@ void start_worker_locked(const StreamRef& s) {
 }
 
 // Queues `work` on `s` with the legacy-stream rules and any extra dependency; returns its item number.
-// Called with sync().mutex held.
-uint64_t enqueue_locked(const StreamRef& s, Work work, const Dependency* extra) {
+// `when_ready`: the late schedule's hook (the header). Called with sync().mutex held.
+uint64_t enqueue_locked(const StreamRef& s, Work work, const Dependency* extra, Work when_ready = nullptr) {
     Registry& r = registry();
-    WorkItem item{std::move(work), {}};
+    WorkItem item{std::move(work), {}, late() ? std::move(when_ready) : nullptr, s->submitted + 1};
     if (s->legacy) {
         for (const StreamRef& other : r.live) {
             if (other->blocking && !other->legacy && other->submitted > other->completed)
@@ -240,6 +290,7 @@ uint64_t enqueue_locked(const StreamRef& s, Work work, const Dependency* extra) 
 
 void wait_locked(std::unique_lock<std::mutex>& lock, const StreamRef& s, uint64_t item) {
     if (on_stream_worker) fatal("a CUDA call that waits for the device was made from stream work");
+    demand_locked(*s, item);
     sync().progress.wait(lock, [&] { return s->completed >= item; });
 }
 
@@ -282,9 +333,13 @@ bool async_mode() {
     return async_flag().load(std::memory_order_relaxed);
 }
 
-void enqueue(cudaStream_t stream, Work work) {
+void enqueue(cudaStream_t stream, Work work, Work when_ready) {
     std::lock_guard lock(sync().mutex);
-    enqueue_locked(resolve(stream), std::move(work), nullptr);
+    enqueue_locked(resolve(stream), std::move(work), nullptr, std::move(when_ready));
+}
+
+bool late_mode() {
+    return async_mode() && late();
 }
 
 void enqueue_and_wait(cudaStream_t stream, Work work) {
@@ -332,18 +387,27 @@ void enqueue_staged_copy(cudaStream_t stream, void* dst, const void* src, size_t
     Registry& r = registry();
     {
         std::unique_lock lock(sync().mutex);
-        sync().progress.wait(lock, [&] { return r.staged_bytes == 0 || r.staged_bytes + bytes <= kStagingLimit; });
+        const auto room = [&] { return r.staged_bytes == 0 || r.staged_bytes + bytes <= kStagingLimit; };
+        if (!room()) {  // the host waits for earlier staged copies: under the late schedule, that demands them
+            for (const StreamRef& s : r.live) demand_locked(*s, s->submitted);
+        }
+        sync().progress.wait(lock, room);
         r.staged_bytes += bytes;
     }
     void* staged = std::malloc(bytes);
     if (!staged) fatal("cannot stage a %zu-byte pageable copy", bytes);
     std::memcpy(staged, src, bytes);  // the caller may reuse its buffer as soon as this call returns
-    enqueue(stream, [dst, staged, bytes, &r] {
-        copy_in_parts(dst, staged, bytes);
-        std::free(staged);
-        std::lock_guard lock(sync().mutex);
-        r.staged_bytes -= bytes;
-    });
+    Work poison;                      // the late schedule's hook, as for any queued copy (host_api.cpp)
+    if (late()) poison = [dst, bytes] { std::memset(dst, 0xFF, bytes); };
+    enqueue(
+        stream,
+        [dst, staged, bytes, &r] {
+            copy_in_parts(dst, staged, bytes);
+            std::free(staged);
+            std::lock_guard lock(sync().mutex);
+            r.staged_bytes -= bytes;
+        },
+        std::move(poison));
 }
 
 void synchronize_device() {
@@ -354,6 +418,7 @@ void synchronize_device() {
     }
     if (pending.empty()) return;
     if (on_stream_worker) fatal("a CUDA call that waits for the device was made from stream work");
+    for (const Dependency& d : pending) demand_locked(*d.stream, d.item);
     sync().progress.wait(lock, [&] { return std::all_of(pending.begin(), pending.end(), satisfied); });
 }
 
@@ -364,6 +429,15 @@ void set_async_streams(bool enabled) {
 
 bool async_streams() {
     return async_mode();
+}
+
+void set_late_schedule(bool enabled) {
+    if (!enabled) synchronize_device();  // nothing may stay waiting for a demand that will not come
+    late_schedule.store(enabled);
+}
+
+bool late_schedule_enabled() {
+    return late();
 }
 
 void set_stream_fuzzing(bool enabled, uint64_t seed) {
@@ -439,6 +513,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
     if (!cpu_backend::async_mode()) return cudaSuccess;
     std::lock_guard lock(cpu_backend::sync().mutex);
     const auto& s = cpu_backend::resolve(stream);
+    cpu_backend::demand_locked(*s, s->submitted);  // late schedule: a polling loop must see the work finish
     return s->completed == s->submitted ? cudaSuccess : cudaErrorNotReady;  // not an error: not sticky
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
@@ -513,7 +588,9 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
     if (!event) return record_error(cudaErrorInvalidResourceHandle);
     if (!cpu_backend::async_mode()) return cudaSuccess;
     std::lock_guard lock(cpu_backend::sync().mutex);
-    return cpu_backend::event_complete(*event->state) ? cudaSuccess : cudaErrorNotReady;
+    const EventState& e = *event->state;
+    if (!cpu_backend::event_complete(e)) cpu_backend::demand_locked(*e.stream, e.item);  // late: polling progresses
+    return cpu_backend::event_complete(e) ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
     if (!ms) return record_error(cudaErrorInvalidValue);

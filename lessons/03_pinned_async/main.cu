@@ -176,9 +176,10 @@ int train(int argc, char** argv) {
         lesson.finish_epoch(epoch, timing, *loss_sum_host, forward_simple, compute);
     }
 
-    report_copies(lesson, image_bytes_per_epoch, resident);  // how much of the copy time compute never saw
+    report_copies(lesson, timer, image_bytes_per_epoch, resident);  // how much of the copy time compute never saw
 
     const int status = lesson.finish();
+    loader.reset();  // the loader thread first: it waits on the copied[] events destroyed below
     for (int s = 0; s < kSlots; ++s) {
         CUDA_CHECK(cudaEventDestroy(copied[s]));
         CUDA_CHECK(cudaEventDestroy(consumed[s]));

@@ -79,7 +79,8 @@ struct CheckpointPlan {
     double forward_macs_per_row() const;
     double recomputed_macs_per_row() const;
     double extra_forward_fraction() const { return recomputed_macs_per_row() / forward_macs_per_row(); }
-    // One line for the banner and the README: "keeps the inputs of layers 1, 6, 11, 16 (of 17); segments 1-5, ...".
+    // One line for the banner and the README, layers counted from 0: "keeps the inputs of layers 0, 5, 10, 15
+    // (layers 0-16); segments 0-4, 5-9, 10-14, 15-16; ...".
     std::string describe() const;
 };
 

@@ -11,8 +11,9 @@
 //   * the learning rate is scaled with the batch (--lr-scaling: sqrt by default, lr·√(B/128): Adam's update size does
 //     not grow with the batch, so linear scaling overshoots; README);
 //   * finds the largest batch that fits from the ledger's exact prediction and cudaMemGetInfo (usable_device_bytes:
-//     free memory minus a stated margin), then proves it by allocating that model and running a step. A --batch
-//     that does not fit gets one message naming the category that overflows and the largest batch that does.
+//     free memory minus a stated margin), capped by what the kernels' int indexing allows (max_indexable_batch),
+//     then proves it by allocating that model and running a step. A --batch that does not fit gets one message
+//     naming the category that overflows and the largest batch that does.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
