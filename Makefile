@@ -17,7 +17,7 @@ RUN_FLAVOR := $(if $(and $(HAVE_GPU),$(NVCC)),cuda,cpu)
 CTEST := tools/ctest_checked.sh ctest --output-on-failure -j $(JOBS)
 
 .PHONY: help deps cpu cuda sanitize race all test test-cpu test-cuda test-sanitize test-race test-fuzz run report lesson diff \
-	bench data \
+	bench mutants data \
 	playground check-playground clean
 
 help:
@@ -30,6 +30,7 @@ help:
 	@echo "make test-race      the cpu flavor with ThreadSanitizer (the race detector), and its tests except whole training runs"
 	@echo "make test-fuzz      the cpu flavor's tests but whole training runs, schedule-fuzzed with FUZZ_SEEDS (1 2 3)"
 	@echo "make bench          kernel and backend benchmarks (figures printed, not asserted)"
+	@echo "make mutants        plant each bug of tools/mutants.py's catalogue and check a test catches it (slow; NAMES=...)"
 	@echo "make data           download MNIST into data/mnist (MD5-checked)"
 	@echo "make all            build both flavors"
 	@echo "make cpu | cuda     build one flavor (build/cpu, build/cuda)"
@@ -181,6 +182,10 @@ diff:
 bench: $(RUN_FLAVOR)
 	build/$(RUN_FLAVOR)/bench/backend_bench
 	build/$(RUN_FLAVOR)/bench/bench
+
+# tools/mutants.py: one-line planted bugs, each against the tests that must catch it (slow: a rebuild per mutant).
+mutants: cpu
+	python3 tools/mutants.py build/cpu $(NAMES)
 
 data:
 	bash data/download_mnist.sh
