@@ -42,25 +42,36 @@ BatchPipeline::BatchPipeline(Lesson& lesson, MemoryLedger& ledger, PhaseTimer& t
         CUDA_CHECK(cudaEventCreateWithFlags(&copied_[s], cudaEventDisableTiming));
         CUDA_CHECK(cudaEventCreateWithFlags(&consumed_[s], cudaEventDisableTiming));
     }
-    if (resident_) {
-        resident_pixels_ =
-            ledger_.allocate<uint8_t>(MemoryCategory::input_staging, "training set pixels", train_.images.size());
-        resident_labels_ =
-            ledger_.allocate<uint8_t>(MemoryCategory::input_staging, "training set labels", train_.count);
-        order_on_device_ = ledger_.allocate<uint32_t>(MemoryCategory::input_staging, "epoch order", train_.count);
-        ledger_.copy_to_device(resident_pixels_, train_.images.data(), train_.images.size(), compute_);
-        ledger_.copy_to_device(resident_labels_, train_.labels.data(), train_.count, compute_);
-        CUDA_CHECK(cudaStreamSynchronize(compute_));  // the sources are pageable vectors: done before going on
-    } else {
-        // (A batch larger than the training set is one batch of all the images: the host slots need no more.)
-        loader_.emplace(ledger_, train_, int(std::min<size_t>(size_t(batch_), train_.count)), kSlots);
+    try {
+        if (resident_) {
+            upload_training_set();
+        } else {
+            // (A batch larger than the training set is one batch of all the images: the host slots need no more.)
+            loader_.emplace(ledger_, train_, int(std::min<size_t>(size_t(batch_), train_.count)), kSlots);
+        }
+    } catch (...) {  // the destructor does not run for a constructor that throws: release what exists
+        release_streams_and_events();
+        throw;
     }
 }
 
+void BatchPipeline::upload_training_set() {
+    resident_pixels_ =
+        ledger_.allocate<uint8_t>(MemoryCategory::input_staging, "training set pixels", train_.images.size());
+    resident_labels_ = ledger_.allocate<uint8_t>(MemoryCategory::input_staging, "training set labels", train_.count);
+    order_on_device_ = ledger_.allocate<uint32_t>(MemoryCategory::input_staging, "epoch order", train_.count);
+    ledger_.copy_to_device(resident_pixels_, train_.images.data(), train_.images.size(), compute_);
+    ledger_.copy_to_device(resident_labels_, train_.labels.data(), train_.count, compute_);
+    CUDA_CHECK(cudaStreamSynchronize(compute_));  // the sources are pageable vectors: done before going on
+}
+
 BatchPipeline::~BatchPipeline() {
-    // The loader first: an epoch that stopped early (lesson 07) may leave its thread refilling a slot, inside
-    // cudaEventSynchronize(copied[s]) on an event destroyed below.
+    // The loader thread first: it may be inside cudaEventSynchronize(copied[s]), on an event destroyed below.
     loader_.reset();
+    release_streams_and_events();
+}
+
+void BatchPipeline::release_streams_and_events() {
     check_at_teardown(cudaStreamSynchronize(copy_), "cudaStreamSynchronize(copy)");
     check_at_teardown(cudaStreamSynchronize(compute_), "cudaStreamSynchronize(compute)");
     for (int s = 0; s < kSlots; ++s) {

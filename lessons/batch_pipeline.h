@@ -86,6 +86,8 @@ class BatchPipeline {
 
   private:
     void prefetch(const BatchLoader::Batch& batch);  // rules 1 and 2
+    void upload_training_set();                      // --resident
+    void release_streams_and_events();               // the destructor's, and a failed constructor's
     int rows_of(size_t b) const;
 
     Lesson& lesson_;
