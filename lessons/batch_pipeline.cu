@@ -119,8 +119,7 @@ void BatchPipeline::prefetch(const BatchLoader::Batch& batch) {
                                " before done_reading() marked the slot's previous batch read");
     }
     read_done_[s] = false;
-    uint8_t* pixels = device_pixels_ + size_t(s) * batch_ * kMnistPixels;
-    uint8_t* labels = device_labels_ + size_t(s) * batch_;
+    uint8_t *pixels = slot_pixels(s), *labels = slot_labels(s);
     // Rule 1: the kernels that read this device slot last time must be done before it is overwritten.
     CUDA_CHECK(cudaStreamWaitEvent(copy_, consumed_[s]));
     const size_t pixel_bytes = size_t(batch.rows) * kMnistPixels;
@@ -143,14 +142,12 @@ BatchPipeline::DeviceBatch BatchPipeline::wait_for_batch(size_t b) {
     DeviceBatch batch;
     batch.rows = rows_of(b);
     batch.slot = resident_ ? 0 : int(b % kSlots);
-    uint8_t* pixels = device_pixels_ + size_t(batch.slot) * batch_ * kMnistPixels;
-    uint8_t* labels = device_labels_ + size_t(batch.slot) * batch_;
-    batch.pixels = pixels;
-    batch.labels = labels;
+    batch.pixels = slot_pixels(batch.slot);
+    batch.labels = slot_labels(batch.slot);
     if (resident_) {  // the batch is gathered on the device, from the resident training set, in the epoch's order
         auto t = timer_.scope(Phase::normalize, compute_);
         gather_rows(resident_pixels_, resident_labels_, order_on_device_, b * size_t(batch_), batch.rows, kMnistPixels,
-                    pixels, labels, compute_);
+                    slot_pixels(batch.slot), slot_labels(batch.slot), compute_);
         return batch;
     }
     // Rule 3: the kernels read slot s only after its copy (the stall is timed).

@@ -13,7 +13,7 @@
 //
 //     BatchPipeline data(lesson, net.staged_pixels, net.staged_labels);
 //     for each epoch:  data.start_epoch(epoch);                         // the epoch's order; batch 0's copy queued
-//       for each b:    const DeviceBatch batch = data.wait_for_batch(b);   // rule 3
+//       for b < data.batches(): const DeviceBatch batch = data.wait_for_batch(b);   // rule 3
 //                      ... kernels on data.compute() read batch.pixels, batch.labels ...
 //                      data.done_reading(batch);                          // after the last kernel that reads it
 //                      ... backward, optimizer ...
@@ -89,6 +89,8 @@ class BatchPipeline {
     void upload_training_set();                      // --resident
     void release_streams_and_events();               // the destructor's, and a failed constructor's
     int rows_of(size_t b) const;
+    uint8_t* slot_pixels(int s) const { return device_pixels_ + size_t(s) * batch_ * kMnistPixels; }
+    uint8_t* slot_labels(int s) const { return device_labels_ + size_t(s) * batch_; }
 
     Lesson& lesson_;
     MemoryLedger& ledger_;

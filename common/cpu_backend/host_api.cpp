@@ -597,13 +597,6 @@ cudaError_t check_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
 }  // namespace
 
 namespace {
-// Late schedule (CUDA_CPU_ASYNC=late, streams.cpp): a queued copy's or memset's destination holds poison from the
-// moment the operation could start until it runs, so whoever reads it without waiting reads poison every time.
-cpu_backend::Work poison_when_ready(void* dst, size_t bytes) {
-    if (!cpu_backend::late_mode()) return nullptr;
-    return [dst, bytes] { std::memset(dst, 0xFF, bytes); };
-}
-
 // The work of a queued copy. Late schedule, from pinned host memory: the source is compared, when the copy runs,
 // with its bytes when the copy was queued; a host that refilled it in between is reported (on a GPU the copy would
 // carry the new bytes, or a mix of both).
@@ -637,7 +630,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
     // On the legacy default stream. Device to device returns at once; anything touching the host returns when done.
     const auto copy = [dst, src, bytes] { std::memmove(dst, src, bytes); };
     if (cpu_backend::is_device_address(dst) && cpu_backend::is_device_address(src)) {
-        cpu_backend::enqueue(0, copy, poison_when_ready(dst, bytes));
+        cpu_backend::enqueue(0, copy, {dst, bytes});  // poisoned until it runs (late schedule)
     } else {
         cpu_backend::enqueue_and_wait(0, copy);
         cpu_backend::check_all_canaries("cudaMemcpy");
@@ -662,7 +655,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
     } else if (cpu_backend::is_pageable(src, bytes)) {
         cpu_backend::enqueue_staged_copy(stream, dst, src, bytes);
     } else {
-        cpu_backend::enqueue(stream, queued_copy(dst, src, bytes), poison_when_ready(dst, bytes));
+        cpu_backend::enqueue(stream, queued_copy(dst, src, bytes), {dst, bytes});
     }
     return cudaSuccess;
 }
@@ -676,8 +669,7 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t str
         std::memset(ptr, value, bytes);
         return cudaSuccess;
     }
-    cpu_backend::enqueue(
-        stream, [ptr, value, bytes] { std::memset(ptr, value, bytes); }, poison_when_ready(ptr, bytes));
+    cpu_backend::enqueue(stream, [ptr, value, bytes] { std::memset(ptr, value, bytes); }, {ptr, bytes});
     return cudaSuccess;
 }
 

@@ -65,9 +65,14 @@ const std::vector<StaticSharedVariable>& helper_shared_variables();
 // that mode only: in synchronous mode the caller does the work inline.
 bool async_mode();
 using Work = std::function<void()>;
-// Queues work on a stream (0: the legacy default stream) and returns at once. `when_ready`: under the late schedule
-// (CUDA_CPU_ASYNC=late), run as soon as the work could start, before anything demands it (a copy's poison fill).
-void enqueue(cudaStream_t stream, Work work, Work when_ready = nullptr);
+// The bytes a queued copy or memset writes: under the late schedule (CUDA_CPU_ASYNC=late) they hold poison from when
+// the work could start until it runs.
+struct WrittenRange {
+    void* data = nullptr;
+    size_t bytes = 0;
+};
+// Queues work on a stream (0: the legacy default stream) and returns at once.
+void enqueue(cudaStream_t stream, Work work, WrittenRange writes = {});
 // Whether asynchronous mode runs the late schedule (streams.cpp's header).
 bool late_mode();
 // Queues work and waits until it has run (a copy to pageable memory, a synchronous cudaMemcpy).

@@ -23,9 +23,9 @@
 // demands it — a host wait (cudaStreamSynchronize, cudaEventSynchronize, cudaDeviceSynchronize, a blocking copy, a
 // query: a polling loop must progress), or a demanded item that depends on it (a later item of its stream, an
 // event wait, the legacy stream's implicit waits). Demand is a per-stream watermark, propagated along dependencies.
-// As soon as an item could legally start but is not yet demanded, its `when_ready` hook runs: a copy or memset
-// poisons its destination (0xFF bytes: NaN as floats) there, so a reader that did not wait for it reads poison every
-// time, not for some seeds. A copy from pinned host memory also compares its source, when it runs, with a snapshot
+// As soon as an item could legally start but is not yet demanded, the range it writes (a copy's or memset's
+// destination) is filled with poison (0xFF bytes: NaN as floats), so a reader that did not wait for it reads poison
+// every time, not for some seeds. A copy from pinned host memory also compares its source, when it runs, with a snapshot
 // taken when it was queued: a host that refilled the buffer before the copy completed is reported (fatal).
 #include <pthread.h>
 
@@ -40,6 +40,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/cpu_backend/internal.h"
@@ -59,7 +60,7 @@ struct Dependency {
 struct WorkItem {
     Work work;
     std::vector<Dependency> after;
-    Work when_ready;      // late schedule: runs once the item could start, before it is demanded (a poison fill)
+    WrittenRange writes;  // late schedule: poisoned once the item could start, until it runs
     uint64_t number = 0;  // its stream's item number (1, 2, ...)
 };
 
@@ -201,10 +202,9 @@ void worker_loop(StreamRef s) {
         });
         if (late()) {
             // It could start now: poison what it will write, then wait until something demands it.
-            if (Work ready = std::move(s->queue.front().when_ready)) {
-                s->queue.front().when_ready = nullptr;
+            if (const WrittenRange writes = std::exchange(s->queue.front().writes, {}); writes.bytes > 0) {
                 lock.unlock();
-                ready();
+                std::memset(writes.data, 0xFF, writes.bytes);
                 lock.lock();
             }
             sync().progress.wait(lock, [&] { return demanded(*s, s->queue.front()); });
@@ -268,10 +268,10 @@ void start_worker_locked(const StreamRef& s) {
 }
 
 // Queues `work` on `s` with the legacy-stream rules and any extra dependency; returns its item number.
-// `when_ready`: the late schedule's hook (the header). Called with sync().mutex held.
-uint64_t enqueue_locked(const StreamRef& s, Work work, const Dependency* extra, Work when_ready = nullptr) {
+// `writes`: what the work writes, poisoned under the late schedule (the header). Called with sync().mutex held.
+uint64_t enqueue_locked(const StreamRef& s, Work work, const Dependency* extra, WrittenRange writes = {}) {
     Registry& r = registry();
-    WorkItem item{std::move(work), {}, late() ? std::move(when_ready) : nullptr, s->submitted + 1};
+    WorkItem item{std::move(work), {}, late() ? writes : WrittenRange{}, s->submitted + 1};
     if (s->legacy) {
         for (const StreamRef& other : r.live) {
             if (other->blocking && !other->legacy && other->submitted > other->completed)
@@ -333,9 +333,9 @@ bool async_mode() {
     return async_flag().load(std::memory_order_relaxed);
 }
 
-void enqueue(cudaStream_t stream, Work work, Work when_ready) {
+void enqueue(cudaStream_t stream, Work work, WrittenRange writes) {
     std::lock_guard lock(sync().mutex);
-    enqueue_locked(resolve(stream), std::move(work), nullptr, std::move(when_ready));
+    enqueue_locked(resolve(stream), std::move(work), nullptr, writes);
 }
 
 bool late_mode() {
@@ -397,17 +397,14 @@ void enqueue_staged_copy(cudaStream_t stream, void* dst, const void* src, size_t
     void* staged = std::malloc(bytes);
     if (!staged) fatal("cannot stage a %zu-byte pageable copy", bytes);
     std::memcpy(staged, src, bytes);  // the caller may reuse its buffer as soon as this call returns
-    Work poison;                      // the late schedule's hook, as for any queued copy (host_api.cpp)
-    if (late()) poison = [dst, bytes] { std::memset(dst, 0xFF, bytes); };
-    enqueue(
-        stream,
-        [dst, staged, bytes, &r] {
-            copy_in_parts(dst, staged, bytes);
-            std::free(staged);
-            std::lock_guard lock(sync().mutex);
-            r.staged_bytes -= bytes;
-        },
-        std::move(poison));
+    enqueue(stream,
+            [dst, staged, bytes, &r] {
+                copy_in_parts(dst, staged, bytes);
+                std::free(staged);
+                std::lock_guard lock(sync().mutex);
+                r.staged_bytes -= bytes;
+            },
+            {dst, bytes});
 }
 
 void synchronize_device() {

@@ -68,7 +68,7 @@ CheckpointRun train_run(Lesson& lesson, Precision precision, const CheckpointPol
         timer.begin_epoch(epoch);
         losses.start_epoch(compute);
         data.start_epoch(epoch);
-        for (size_t b = 0; b < lesson.batches_per_epoch(); ++b) {
+        for (size_t b = 0; b < data.batches(); ++b) {
             const BatchPipeline::DeviceBatch batch = data.wait_for_batch(b);  // rule 3: after its copy
             const int rows = batch.rows;
             {
