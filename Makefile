@@ -1,6 +1,6 @@
 # Makefile — the front door. `make run` runs the lessons, `make test` runs every test; both set everything up.
 # One CMake build tree per flavor: build/cpu (CPU backend), build/cuda (nvcc), build/cpu-sanitize (ASan + UBSan),
-# build/cpu-race (ThreadSanitizer).
+# build/cpu-race (ThreadSanitizer), build/cpu-counters (every memory access counted: sectors, bank conflicts).
 # `make help` lists the targets.
 
 SHELL := /bin/bash
@@ -16,7 +16,8 @@ RUN_FLAVOR := $(if $(and $(HAVE_GPU),$(NVCC)),cuda,cpu)
 # tools/ctest_checked.sh: a test reported as skipped fails the run unless tests/allowed_skips.txt allows it.
 CTEST := tools/ctest_checked.sh ctest --output-on-failure -j $(JOBS)
 
-.PHONY: help deps cpu cuda sanitize race all test test-cpu test-cuda test-sanitize test-race test-fuzz run report lesson diff \
+.PHONY: help deps cpu cuda sanitize race counters all test test-cpu test-cuda test-sanitize test-race test-counters test-fuzz \
+	run report lesson diff \
 	bench mutants data \
 	playground check-playground clean
 
@@ -29,6 +30,9 @@ help:
 	@echo "make test-sanitize  the cpu flavor with AddressSanitizer + UBSan, and its tests"
 	@echo "make test-race      the cpu flavor with ThreadSanitizer (the race detector), and its tests except whole training runs"
 	@echo "make test-fuzz      the cpu flavor's tests but whole training runs, schedule-fuzzed with FUZZ_SEEDS (1 2 3)"
+	@echo "make counters       the counting build (build/cpu-counters): every global and shared access of every kernel"
+	@echo "                    counted per warp instruction; then run bench and lesson 04 there (no GPU needed)"
+	@echo "make test-counters  the counting build's tests: hand-derived sectors and bank conflicts, each GEMM step's counts"
 	@echo "make bench          kernel and backend benchmarks (figures printed, not asserted)"
 	@echo "make mutants        plant each bug of tools/mutants.py's catalogue and check a test catches it (slow; NAMES=...)"
 	@echo "make data           download MNIST into data/mnist (MD5-checked)"
@@ -49,6 +53,8 @@ build/cpu-sanitize/CMakeCache.txt: | deps
 	cmake -S . -B build/cpu-sanitize $(GENERATOR) -DFLAVOR=cpu -DSANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 build/cpu-race/CMakeCache.txt: | deps
 	cmake -S . -B build/cpu-race $(GENERATOR) -DFLAVOR=cpu -DRACECHECK=ON -DCMAKE_BUILD_TYPE=Debug
+build/cpu-counters/CMakeCache.txt: | deps
+	cmake -S . -B build/cpu-counters $(GENERATOR) -DFLAVOR=cpu -DCOUNTERS=ON $(CMAKE_ARGS)
 build/cuda/CMakeCache.txt: | deps
 	cmake -S . -B build/cuda $(GENERATOR) -DFLAVOR=cuda $(CMAKE_ARGS)
 
@@ -58,6 +64,12 @@ sanitize: build/cpu-sanitize/CMakeCache.txt
 	cmake --build build/cpu-sanitize -j $(JOBS)
 race: build/cpu-race/CMakeCache.txt
 	cmake --build build/cpu-race -j $(JOBS) --target unit_tests
+# The counting build's bench and lesson 04 print memory requests instead of CPU times; every program there prints a
+# per-kernel summary as it exits (CUDA_CPU_COUNTERS=summary|per-launch|off; common/cpu_backend/README.md).
+counters: build/cpu-counters/CMakeCache.txt
+	cmake --build build/cpu-counters -j $(JOBS) --target counting_tests bench lessons
+	@echo "counting build ready: build/cpu-counters/bench/bench --quick prints every kernel's counts;"
+	@echo "  build/cpu-counters/lessons/lesson04_fast_kernels --limit 256 --hidden 256 --epochs 1: the staircase as counts"
 ifeq ($(NVCC),)
 cuda:
 	@echo "skipping the cuda flavor: nvcc not found (install the CUDA toolkit to build it)"
@@ -91,6 +103,10 @@ test-sanitize: sanitize
 RACE_TESTS ?= .
 test-race: race
 	$(CTEST) --test-dir build/cpu-race -R '$(RACE_TESTS)' -E '^lessons: |^checkpointing: 20 |^must fail( \(late schedule\))?: a (pinned download|kernel on another stream|staging buffer)'
+# The counting build's tests (their names start with "counting"): the counting rules and each kernel's counts.
+test-counters: build/cpu-counters/CMakeCache.txt
+	cmake --build build/cpu-counters -j $(JOBS) --target counting_tests
+	$(CTEST) --test-dir build/cpu-counters -R '^counting'
 # The cpu flavor's tests but whole training runs, once per seed with the thread and block order shuffled
 # (CUDA_CPU_FUZZ): a missing __syncthreads, or an order a kernel silently relies on, gives wrong results for some seed.
 FUZZ_SEEDS ?= 1 2 3

@@ -50,10 +50,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/access_counters.h"
 #include "common/device_info.h"
 #include "common/device_buffer.h"
 #include "common/launch.h"
 #include "common/reference_ops.h"
+#include "common/report.h"
 #include "kernels/bias_grad.cuh"
 #include "kernels/elementwise.cuh"
 #include "kernels/count_correct.cuh"
@@ -780,6 +782,65 @@ void bench_memory_bound(const Options& options) {
                 kCpuBackend ? "" : " (launch-bound at this size)");
 }
 
+// The counting build (build/cpu-counters): instead of times, what each kernel asks of the memory system, counted
+// from every warp's addresses (common/access_counters.h). One launch per GEMM and HGEMM step at 256×256×256 (no
+// transposes, 16-byte aligned), then the memory-bound kernels as the validation above ran them.
+void print_access_counts(const Options& options, const std::vector<int>& versions,
+                         const std::vector<int>& hgemm_versions,
+                         const std::vector<KernelAccessCounts>& memory_bound) {
+    (void)options;
+    constexpr int n = 256;
+    const double fmas = double(n) * n * n;
+    DeviceBuffer<float> a(random_floats(size_t(n) * n)), b(random_floats(size_t(n) * n)), c(size_t(n) * n);
+    std::printf("\nGEMM, FP32, %d x %d x %d, one launch per step: memory requests counted per warp instruction "
+                "(the counting build; a GPU's profiler would report the same for these kernels)\n",
+                n, n, n);
+    std::printf("  %-22s %14s %12s %14s %14s %15s %15s %12s\n", "step", "global ld req", "sectors/req",
+                "global sectors", "shared ld req", "wavefronts/req", "bank conflicts", "FMA/shld req");
+    for (int v : versions) {
+        const GemmVersion version = gemm_version_from_int(v);
+        reset_access_counts();
+        gemm(version, Transpose::no, Transpose::no, n, n, n, 1.0f, a.get(), n, b.get(), n, 0.0f, c.get(), n);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        const KernelAccessCounts k = total_access_counts();
+        std::printf("  %d %-20s %14llu %12.2f %14llu %14llu %15s %15llu %12s\n", v, gemm_version_name(version),
+                    (unsigned long long)k.global_load.requests, k.global_load.per_request(),
+                    (unsigned long long)(k.global_load.transactions + k.global_store.transactions),
+                    (unsigned long long)k.shared_load.requests,
+                    k.shared_load.requests ? fixed(k.shared_load.per_request(), 2).c_str() : "-",
+                    (unsigned long long)(k.shared_load.replays() + k.shared_store.replays()),
+                    k.shared_load.requests ? fixed(fmas / double(k.shared_load.requests), 1).c_str() : "-");
+    }
+    DeviceBuffer<__half> ah(size_t(n) * n), bh(size_t(n) * n);
+    {
+        const std::vector<float> af = random_floats(size_t(n) * n), bf = random_floats(size_t(n) * n);
+        std::vector<__half> a16(af.size()), b16(bf.size());
+        for (size_t i = 0; i < af.size(); ++i) a16[i] = __float2half(af[i]), b16[i] = __float2half(bf[i]);
+        ah.upload(a16);
+        bh.upload(b16);
+    }
+    std::vector<KernelAccessCounts> rows;
+    for (int v : hgemm_versions) {
+        reset_access_counts();
+        hgemm(hgemm_version_from_int(v), Transpose::no, Transpose::no, n, n, n, 1.0f, ah.get(), n, bh.get(), n,
+              c.get(), n);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        KernelAccessCounts k = total_access_counts();
+        k.kernel = std::to_string(v) + " " + hgemm_version_name(hgemm_version_from_int(v));
+        rows.push_back(k);
+    }
+    std::printf("\nHGEMM (tensor cores), %d x %d x %d, fp32 out, one launch per step (ldmatrix: each lane's 16-byte "
+                "row, cp.async: a global load and a shared store):\n%s",
+                n, n, n, render_access_counts(rows).c_str());
+    std::printf("\nThe other kernels, as the validation ran them (sizes 10007, 97 x 103, 1001 x 103, 1001 x 10):\n%s",
+                render_access_counts(memory_bound).c_str());
+    std::printf(
+        "\nsectors/req: 32-byte sectors per warp request (4 = 32 coalesced floats; 32 = a sector per lane); ideal: "
+        "the same bytes packed.\nwavefronts/req: shared-memory passes per request (1 per 128 bytes when "
+        "conflict-free); bank conflicts: the extra passes.\nNo timings in this build: its instrumentation costs "
+        "more than the kernels (build/cpu or a GPU times them).\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -852,12 +913,18 @@ int main(int argc, char** argv) {
     std::printf("  %-23s %s\n", "cuBLAS HGEMM (GemmEx)", cublas_hgemm_ok ? "ok" : "WRONG");
     ok = ok && cublas_hgemm_ok;
 #endif
+    reset_access_counts();
     const bool memory_ok = validate_memory_bound();
+    const std::vector<KernelAccessCounts> memory_bound_counts = access_counts();
     std::printf("  %-23s %s\n", "memory-bound kernels", memory_ok ? "ok" : "WRONG");
     ok = ok && memory_ok;
     if (!ok) {
         std::fprintf(stderr, "bench: validation failed; not timing wrong kernels\n");
         return EXIT_FAILURE;
+    }
+    if (access_counting_available()) {
+        print_access_counts(options, versions, hgemm_versions, memory_bound_counts);
+        return 0;
     }
 
     // 2. Time.

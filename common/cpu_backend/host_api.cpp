@@ -198,6 +198,13 @@ bool is_device_range(const void* address, size_t bytes) {
 
 }  // namespace
 
+void for_each_device_range(const std::function<void(const void*, size_t)>& f) {
+    auto& m = memory();
+    std::lock_guard lock(m.mutex);
+    for (const auto& [start, allocation] : m.device) f(start, allocation.bytes);
+    for (const auto& [start, bytes] : m.pinned) f(start, bytes);
+}
+
 void check_kernel_pointer(const void* pointer, unsigned argument, const KernelInvocation& kernel) {
     if (!pointer) return;
     const char* p = static_cast<const char*>(pointer);

@@ -85,4 +85,26 @@ void enqueue_staged_copy(cudaStream_t stream, void* dst, const void* src, size_t
 // Waits until every stream has finished all work queued so far (cudaDeviceSynchronize).
 void synchronize_device();
 
+// Calls f(start, bytes) for every cudaMalloc'd and pinned buffer (host_api.cpp): what a kernel's global accesses reach.
+void for_each_device_range(const std::function<void(const void*, size_t)>& f);
+
+// --- the counting build's memory-access counters (access_counting.cpp) -----------------------------------------------
+}  // namespace cpu_backend
+struct AccessCounts;
+struct KernelAccessCounts;
+namespace cpu_backend::counting {
+// Whether kernels are counted: the counting build (CUDA_TEACH_COUNTERS) with CUDA_CPU_COUNTERS not `off`.
+bool enabled();
+// The scheduler brackets each counted grid, each block, and tells each __syncthreads' release.
+void begin_launch(const KernelInvocation& kernel, dim3 grid, dim3 block);
+void end_launch();
+void begin_block(const unsigned char* dynamic_shared, size_t dynamic_bytes, const StaticShared& static_shared);
+void at_barrier();
+void end_block();
+std::vector<KernelAccessCounts> by_kernel();
+void reset();
+// The counting rules for one warp-level instruction: its active lanes' addresses, one access size.
+void count_warp_instruction(bool shared, unsigned size, uint32_t lanes, const uintptr_t* addresses,
+                            AccessCounts& out);
+
 }  // namespace cpu_backend

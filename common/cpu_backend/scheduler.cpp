@@ -894,6 +894,7 @@ void complete_barrier_or_fault(BlockRun& run) {
 #if defined(CPU_BACKEND_TSAN)
     tsan_complete_sync_point(run, 0, run.thread_count, nullptr, run.barrier_token);  // every thread of the block
 #endif
+    counting::at_barrier();  // every thread has arrived: their warps' pending accesses are complete
     for (unsigned i = 0; i < run.thread_count; ++i) run.threads[i].state = ThreadState::runnable;
     run.at_barrier = 0;
 }
@@ -1103,6 +1104,15 @@ void run_grid_now(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t 
                   const Schedule& schedule) {
     const uint64_t block_count = uint64_t(grid.x) * grid.y * grid.z;
     install_stack_overflow_handler();
+    // The counting build: every block's global and shared accesses, counted per warp instruction.
+    const bool counted = counting::enabled();
+    struct CountedLaunch {
+        bool on;
+        ~CountedLaunch() {
+            if (on) counting::end_launch();
+        }
+    } counted_launch{counted};
+    if (counted) counting::begin_launch(kernel, grid, block);
     auto run_one = [&](uint64_t b) {
         Worker& w = worker();
         gridDim = {grid.x, grid.y, grid.z};
@@ -1127,7 +1137,9 @@ void run_grid_now(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t 
 #endif
         const uint3 block_index{static_cast<unsigned>(b % grid.x), static_cast<unsigned>(b / grid.x % grid.y),
                                 static_cast<unsigned>(b / (uint64_t(grid.x) * grid.y))};
+        if (counted) counting::begin_block(w.dynamic_shared.get(), shared_bytes, *schedule.static_shared);
         run_block(w, kernel, block_index, schedule);
+        if (counted) counting::end_block();
         w.run.kernel = nullptr;  // sync points outside a kernel are errors
     };
     // Under fuzzing the blocks also run in a shuffled order: on a GPU they run in any order, or all at once.
