@@ -178,6 +178,14 @@ else
 	cmake --build $(REPORT_BUILD) -j $(JOBS) --target lessons
 	@flavor=$$(sed -n 's/^FLAVOR:[A-Z]*=//p' $(REPORT_BUILD)/CMakeCache.txt); \
 	echo "make report: $(words $(LESSON_NAMES)) lessons from $(REPORT_BUILD) ($$flavor flavor), charts into report/"
+	@echo "make report: each GEMM step's memory requests, counted by the counting build (build/cpu-counters/bench/bench --once)"
+	@mkdir -p $(REPORT_BUILD)/results; rm -f $(REPORT_BUILD)/results/access_counts.csv; \
+	{ [ -f build/cpu-counters/CMakeCache.txt ] || cmake -S . -B build/cpu-counters $(GENERATOR) -DFLAVOR=cpu -DCOUNTERS=ON; } \
+	  >$(REPORT_BUILD)/results/access_counts.log 2>&1 && \
+	cmake --build build/cpu-counters -j $(JOBS) --target bench >>$(REPORT_BUILD)/results/access_counts.log 2>&1 && \
+	build/cpu-counters/bench/bench --once --csv $(REPORT_BUILD)/results/access_counts.csv \
+	  >>$(REPORT_BUILD)/results/access_counts.log 2>&1 || \
+	  echo "make report: no memory-counts chart: the counting build failed ($(REPORT_BUILD)/results/access_counts.log)"
 	@bash tools/run_lessons.sh --build $(REPORT_BUILD) --results $(REPORT_BUILD)/results --reuse --draw report \
 	  -- $(ARGS)
 endif

@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -82,15 +83,21 @@ constexpr bool kCpuBackend = false;
 
 struct Options {
     bool quick = false;
+    bool once = false;     // one launch per GEMM/HGEMM step, nothing else (for a profiler; counts in the counting build)
+    std::string csv;       // --once in the counting build: the counts per step as CSV
     int only_version = 0;        // 0: all GEMM versions
     int only_hgemm_version = 0;  // 0: all HGEMM versions
 };
 
 void print_usage() {
     std::printf(
-        "usage: bench [--quick] [--version N] [--hgemm-version N] [--help]\n"
-        "Validates every kernel in kernels/ against the float64 reference, then times it.\n"
+        "usage: bench [--quick] [--version N] [--hgemm-version N] [--once [--csv FILE]] [--help]\n"
+        "Validates every kernel in kernels/ against the float64 reference, then times it (in the counting build,\n"
+        "build/cpu-counters: counts every kernel's memory requests instead).\n"
         "  --quick            fewer repetitions and smaller memory-bound sizes\n"
+        "  --once             only one launch of each GEMM and HGEMM step at 256^3 (64x64 block tiles): what\n"
+        "                     tools/gpu_check.sh profiles with Nsight Compute; counted in the counting build\n"
+        "  --csv FILE         with --once in the counting build: write each step's counts to FILE\n"
         "  --version N        time only GEMM step N (1 naive, 2 coalesced, 3 smem_tiled, 4 register_blocked,\n"
         "                     5 vectorized, 6 double_buffered)\n"
         "  --hgemm-version N  time only tensor-core HGEMM step N (1 warp_tile, 2 block_tile, 3 pipelined)\n"
@@ -106,6 +113,14 @@ Options parse_options(int argc, char** argv) {
             std::exit(0);
         } else if (arg == "--quick") {
             options.quick = true;
+        } else if (arg == "--once") {
+            options.once = true;
+        } else if (arg == "--csv") {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "bench: --csv needs a file name\n");
+                std::exit(2);
+            }
+            options.csv = argv[++i];
         } else if (arg == "--hgemm-version" || arg.rfind("--hgemm-version=", 0) == 0) {
             std::string value = arg == "--hgemm-version" ? (i + 1 < argc ? argv[++i] : "") : arg.substr(16);
             char* end = nullptr;
@@ -129,6 +144,10 @@ Options parse_options(int argc, char** argv) {
             std::fprintf(stderr, "bench: unknown argument '%s' (try --help)\n", arg.c_str());
             std::exit(2);
         }
+    }
+    if (!options.csv.empty() && !options.once) {
+        std::fprintf(stderr, "bench: --csv goes with --once\n");
+        std::exit(2);
     }
     return options;
 }
@@ -782,34 +801,38 @@ void bench_memory_bound(const Options& options) {
                 kCpuBackend ? "" : " (launch-bound at this size)");
 }
 
-// The counting build (build/cpu-counters): instead of times, what each kernel asks of the memory system, counted
-// from every warp's addresses (common/access_counters.h). One launch per GEMM and HGEMM step at 256×256×256 (no
-// transposes, 16-byte aligned), then the memory-bound kernels as the validation above ran them.
-void print_access_counts(const Options& options, const std::vector<int>& versions,
-                         const std::vector<int>& hgemm_versions,
-                         const std::vector<KernelAccessCounts>& memory_bound) {
-    (void)options;
-    constexpr int n = 256;
-    const double fmas = double(n) * n * n;
+// One launch of each chosen GEMM and HGEMM step at 256×256×256, no transposes, 16-byte aligned, the 64×64 block tile
+// forced (the launchers otherwise pick it by SM count, so a GPU and the CPU backend would run different tiles). In
+// the counting build each row holds that launch's counts; elsewhere only the names (a profiler measures them).
+constexpr int kOnceSize = 256;
+std::vector<KernelAccessCounts> run_each_step_once(const std::vector<int>& versions,
+                                                   const std::vector<int>& hgemm_versions) {
+    constexpr int n = kOnceSize;
+    const auto no = Transpose::no;
     DeviceBuffer<float> a(random_floats(size_t(n) * n)), b(random_floats(size_t(n) * n)), c(size_t(n) * n);
-    std::printf("\nGEMM, FP32, %d x %d x %d, one launch per step: memory requests counted per warp instruction "
-                "(the counting build; a GPU's profiler would report the same for these kernels)\n",
-                n, n, n);
-    std::printf("  %-22s %14s %12s %14s %14s %15s %15s %12s\n", "step", "global ld req", "sectors/req",
-                "global sectors", "shared ld req", "wavefronts/req", "bank conflicts", "FMA/shld req");
+    std::vector<KernelAccessCounts> rows;
+    const auto counted = [&rows](const std::string& step) {
+        CUDA_CHECK(cudaDeviceSynchronize());
+        KernelAccessCounts k = total_access_counts();
+        k.kernel = step;
+        rows.push_back(k);
+        reset_access_counts();
+    };
+    reset_access_counts();
     for (int v : versions) {
         const GemmVersion version = gemm_version_from_int(v);
-        reset_access_counts();
-        gemm(version, Transpose::no, Transpose::no, n, n, n, 1.0f, a.get(), n, b.get(), n, 0.0f, c.get(), n);
-        CUDA_CHECK(cudaDeviceSynchronize());
-        const KernelAccessCounts k = total_access_counts();
-        std::printf("  %d %-20s %14llu %12.2f %14llu %14llu %15s %15llu %12s\n", v, gemm_version_name(version),
-                    (unsigned long long)k.global_load.requests, k.global_load.per_request(),
-                    (unsigned long long)(k.global_load.transactions + k.global_store.transactions),
-                    (unsigned long long)k.shared_load.requests,
-                    k.shared_load.requests ? fixed(k.shared_load.per_request(), 2).c_str() : "-",
-                    (unsigned long long)(k.shared_load.replays() + k.shared_store.replays()),
-                    k.shared_load.requests ? fixed(fmas / double(k.shared_load.requests), 1).c_str() : "-");
+        if (v == 4)
+            gemm_register_blocked_with_tile(GemmBlockTile::t64, no, no, n, n, n, 1.0f, a.get(), n, b.get(), n, 0.0f,
+                                            c.get(), n, {}, nullptr);
+        else if (v == 5)
+            gemm_vectorized_with_tile(GemmBlockTile::t64, no, no, n, n, n, 1.0f, a.get(), n, b.get(), n, 0.0f,
+                                      c.get(), n, {}, nullptr);
+        else if (v == 6)
+            gemm_double_buffered_with_tile(GemmBlockTile::t64, no, no, n, n, n, 1.0f, a.get(), n, b.get(), n, 0.0f,
+                                           c.get(), n, {}, nullptr);
+        else
+            gemm(version, no, no, n, n, n, 1.0f, a.get(), n, b.get(), n, 0.0f, c.get(), n);
+        counted("gemm " + std::to_string(v) + " " + gemm_version_name(version));
     }
     DeviceBuffer<__half> ah(size_t(n) * n), bh(size_t(n) * n);
     {
@@ -819,26 +842,72 @@ void print_access_counts(const Options& options, const std::vector<int>& version
         ah.upload(a16);
         bh.upload(b16);
     }
-    std::vector<KernelAccessCounts> rows;
     for (int v : hgemm_versions) {
-        reset_access_counts();
-        hgemm(hgemm_version_from_int(v), Transpose::no, Transpose::no, n, n, n, 1.0f, ah.get(), n, bh.get(), n,
-              c.get(), n);
-        CUDA_CHECK(cudaDeviceSynchronize());
-        KernelAccessCounts k = total_access_counts();
-        k.kernel = std::to_string(v) + " " + hgemm_version_name(hgemm_version_from_int(v));
-        rows.push_back(k);
+        const HgemmVersion version = hgemm_version_from_int(v);
+        if (v == 2)
+            hgemm_block_tile_with_tile(GemmTile::t64, no, no, n, n, n, 1.0f, ah.get(), n, bh.get(), n, c.get(), n, {},
+                                       nullptr);
+        else if (v == 3)
+            hgemm_pipelined_with_tile(GemmTile::t64, no, no, n, n, n, 1.0f, ah.get(), n, bh.get(), n, c.get(), n, {},
+                                      nullptr);
+        else
+            hgemm(version, no, no, n, n, n, 1.0f, ah.get(), n, bh.get(), n, c.get(), n);
+        counted("hgemm " + std::to_string(v) + " " + hgemm_version_name(version));
     }
-    std::printf("\nHGEMM (tensor cores), %d x %d x %d, fp32 out, one launch per step (ldmatrix: each lane's 16-byte "
-                "row, cp.async: a global load and a shared store):\n%s",
-                n, n, n, render_access_counts(rows).c_str());
+    return rows;
+}
+
+// The counting build: the GEMM staircase as the figures that make it fast on a GPU.
+void print_staircase_counts(const std::vector<KernelAccessCounts>& steps) {
+    const double fmas = double(kOnceSize) * kOnceSize * kOnceSize;
+    std::printf("\nGEMM and HGEMM steps at %d^3, one launch each (64x64 block tiles): memory requests counted per warp "
+                "instruction (the counting build)\n",
+                kOnceSize);
+    std::printf("  %-22s %14s %12s %14s %14s %15s %15s %12s\n", "step", "global ld req", "sectors/req",
+                "global sectors", "shared ld req", "wavefronts/req", "bank conflicts", "FMA/shld req");
+    for (const KernelAccessCounts& k : steps) {
+        std::printf("  %-22s %14llu %12.2f %14llu %14llu %15s %15llu %12s\n", k.kernel.c_str(),
+                    (unsigned long long)k.global_load.requests, k.global_load.per_request(),
+                    (unsigned long long)(k.global_load.transactions + k.global_store.transactions),
+                    (unsigned long long)k.shared_load.requests,
+                    k.shared_load.requests ? fixed(k.shared_load.per_request(), 2).c_str() : "-",
+                    (unsigned long long)(k.shared_load.replays() + k.shared_store.replays()),
+                    k.shared_load.requests ? fixed(fmas / double(k.shared_load.requests), 1).c_str() : "-");
+    }
+    std::printf("\n%s", render_access_counts(steps).c_str());
+}
+
+void write_counts_csv(const std::string& path, const std::vector<KernelAccessCounts>& steps) {
+    FILE* f = std::fopen(path.c_str(), "w");
+    if (!f) {
+        std::fprintf(stderr, "bench: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
+        std::exit(1);
+    }
+    std::fprintf(f, "step,global_ld_requests,global_ld_sectors,global_st_requests,global_st_sectors,"
+                    "shared_ld_requests,shared_ld_wavefronts,shared_st_requests,shared_st_wavefronts,"
+                    "shared_ld_conflicts,shared_st_conflicts\n");
+    for (const KernelAccessCounts& k : steps) {
+        std::fprintf(f, "%s,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n", k.kernel.c_str(),
+                     (unsigned long long)k.global_load.requests, (unsigned long long)k.global_load.transactions,
+                     (unsigned long long)k.global_store.requests, (unsigned long long)k.global_store.transactions,
+                     (unsigned long long)k.shared_load.requests, (unsigned long long)k.shared_load.transactions,
+                     (unsigned long long)k.shared_store.requests, (unsigned long long)k.shared_store.transactions,
+                     (unsigned long long)k.shared_load.replays(), (unsigned long long)k.shared_store.replays());
+    }
+    if (std::fclose(f) != 0) {
+        std::fprintf(stderr, "bench: writing %s failed\n", path.c_str());
+        std::exit(1);
+    }
+}
+
+void print_memory_bound_counts(const std::vector<KernelAccessCounts>& memory_bound) {
     std::printf("\nThe other kernels, as the validation ran them (sizes 10007, 97 x 103, 1001 x 103, 1001 x 10):\n%s",
                 render_access_counts(memory_bound).c_str());
     std::printf(
-        "\nsectors/req: 32-byte sectors per warp request (4 = 32 coalesced floats; 32 = a sector per lane); ideal: "
-        "the same bytes packed.\nwavefronts/req: shared-memory passes per request (1 per 128 bytes when "
-        "conflict-free); bank conflicts: the extra passes.\nNo timings in this build: its instrumentation costs "
-        "more than the kernels (build/cpu or a GPU times them).\n");
+        "\nsectors/req: 32-byte sectors per warp request (4 = 32 coalesced floats; 16 = 32 coalesced float4s; 32 = a "
+        "sector per lane); ideal: the same bytes packed.\nwavefronts/req: shared-memory passes per request (1 per "
+        "128 bytes when conflict-free); bank conflicts: the extra passes.\nNo timings in this build: its "
+        "instrumentation costs more than the kernels (build/cpu or a GPU times them).\n");
 }
 
 }  // namespace
@@ -860,6 +929,20 @@ int main(int argc, char** argv) {
     std::vector<int> hgemm_versions;
     for (int v = 1; v <= kHgemmVersionCount; ++v) {
         if (options.only_hgemm_version == 0 || options.only_hgemm_version == v) hgemm_versions.push_back(v);
+    }
+    if (options.once) {
+        const std::vector<KernelAccessCounts> steps = run_each_step_once(versions, hgemm_versions);
+        if (access_counting_available()) {
+            print_staircase_counts(steps);
+            if (!options.csv.empty()) write_counts_csv(options.csv, steps);
+        } else {
+            if (!options.csv.empty()) {
+                std::fprintf(stderr, "bench: --csv needs the counting build (build/cpu-counters): nothing counts here\n");
+                return 2;
+            }
+            std::printf("ran each GEMM and HGEMM step once at %d^3 (64x64 block tiles), for a profiler\n", kOnceSize);
+        }
+        return 0;
     }
 
     // 1. Validate, before any timing.
@@ -923,7 +1006,8 @@ int main(int argc, char** argv) {
         return EXIT_FAILURE;
     }
     if (access_counting_available()) {
-        print_access_counts(options, versions, hgemm_versions, memory_bound_counts);
+        print_staircase_counts(run_each_step_once(versions, hgemm_versions));
+        print_memory_bound_counts(memory_bound_counts);
         return 0;
     }
 

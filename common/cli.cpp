@@ -261,6 +261,12 @@ void Cli::add_string(const std::string& flag, std::string* target, const std::st
     add_value(*app_, flag, *target, metavar, help, *target, CLI::Validator());  // a_value() refuses "" and flags
 }
 
+void Cli::add_output_file(const std::string& flag, std::string* target, const std::string& metavar,
+                          const std::string& help) {
+    add_value(*app_, flag, *target, metavar, help, "",
+              CLI::Validator([](std::string& path) { return check_output_file(path); }, "", "output file"));
+}
+
 void Cli::add_flag(const std::string& flag, bool* target, const std::string& help) {
     // CLI11 would read "--quiet=no" as false, and "--quiet=yes" as true: a flag here takes no value at all.
     const CLI::Validator no_value(

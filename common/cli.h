@@ -89,6 +89,9 @@ class Cli {
     void add_int_list(const std::string& flag, std::vector<int>* target, const std::string& metavar,
                       const std::string& help, int min = 1, int max = INT_MAX);
     void add_string(const std::string& flag, std::string* target, const std::string& metavar, const std::string& help);
+    // A file the program will write: checked while parsing (check_output_file), so a typo costs no run.
+    void add_output_file(const std::string& flag, std::string* target, const std::string& metavar,
+                         const std::string& help);
     void add_flag(const std::string& flag, bool* target, const std::string& help);  // takes no value: sets true
     // A string that must be one of `choices` (the usage shows them as the metavar: "v1|v2|v3").
     void add_choice(const std::string& flag, std::string* target, const std::vector<std::string>& choices,

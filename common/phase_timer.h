@@ -17,6 +17,11 @@
 //         ...
 //     const EpochTiming& timing = timer.end_epoch();   // synchronizes, then reads the events
 //
+// With enable_trace(K), the first K training steps of each epoch are also kept as slices on a timeline (each phase
+// where its stream ran it, from the same events; host phases from the host clock), and write_trace() writes them
+// as Chrome Trace Event JSON, which ui.perfetto.dev and chrome://tracing open: the picture Nsight Systems gives on a
+// GPU, from any machine. A step ends where its optimizer phase ends.
+//
 // In the cuda flavor each phase is also an NVTX range, so Nsight Systems shows the same names on its
 // timeline. On the cpu backend the events read the host clock and kernels run on the CPU: the table says "CPU
 // timings". PhaseTimer(TimerClock::host) uses the host clock for every phase (the CPU reference trainer).
@@ -26,6 +31,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/launch.h"
@@ -92,6 +98,24 @@ class PhaseTimer {
         return Scope(*this, phase, stream, bytes);
     }
 
+    // The timeline (see above): call before the first epoch. Slices of the first `steps_per_epoch` steps of every
+    // epoch are kept; `bytes` and `flops` name each phase's work per step where the caller knows it.
+    void enable_trace(int steps_per_epoch);
+    bool tracing() const { return trace_steps_ > 0; }
+    // Writes the kept slices as Chrome Trace Event JSON (`title`: the process name shown; `notes`: extra key/value
+    // text for the file's metadata). Throws std::runtime_error if the file cannot be written.
+    void write_trace(const std::string& path, const std::string& title,
+                     const std::vector<std::pair<std::string, std::string>>& notes = {}) const;
+    struct TraceSlice {
+        Phase phase;
+        int epoch, step;   // step: 0-based within the epoch (the optimizer phases ended before it began)
+        int track;         // 0: the host thread; 1, 2, ...: streams in order of first use
+        double start_us;   // from the first epoch's start (host clock; events placed through an anchor event)
+        double duration_us;
+        uint64_t bytes;
+    };
+    const std::vector<TraceSlice>& trace_slices() const { return trace_; }
+
     const std::vector<EpochTiming>& epochs() const { return epochs_; }
     EpochTiming total() const;  // all epochs added up (epoch = number of epochs)
     size_t events_created() const { return pool_.size(); }
@@ -103,13 +127,17 @@ class PhaseTimer {
         Phase phase;
         size_t start, stop;  // indices into pool_
         uint64_t bytes;
+        int track = -1;  // the trace's stream track, -1 when the slice is not traced
+        int step = 0;
     };
     struct Open {
         bool active = false;
         size_t start = 0;
         HostClock::time_point host_start;
         uint64_t nvtx_range = 0;
+        int step = -1;  // the step it began in, when traced; -1: not traced
     };
+    int stream_track(cudaStream_t stream);
     bool uses_events(Phase phase) const { return clock_ == TimerClock::cuda_events && phase != Phase::host; }
     size_t acquire_event();
 
@@ -122,4 +150,11 @@ class PhaseTimer {
     bool in_epoch_ = false;
     HostClock::time_point epoch_start_;
     std::vector<EpochTiming> epochs_;
+    // The timeline (enable_trace).
+    int trace_steps_ = 0;
+    int steps_done_ = 0;  // this epoch's optimizer phases ended so far: the current step
+    size_t anchor_ = 0;       // an event recorded on stream 0 at begin_epoch, at host time epoch_start_
+    HostClock::time_point trace_origin_;
+    std::vector<cudaStream_t> trace_streams_;
+    std::vector<TraceSlice> trace_;
 };

@@ -149,6 +149,56 @@ std::string timing_table(const EpochTiming& timing, const std::string& title) {
     return title + " — " + timing.clock + "\n" + table.render() + notes;
 }
 
+std::string timing_table(const EpochTiming& timing, const std::string& title, const EpochWork& work,
+                         const DevicePeaks& peaks) {
+    TextTable table({"phase", "ms", "%", "calls", "avg µs", "bytes", "GB/s", "GFLOP/s", "dev GB/s", "% of peak",
+                     "bound"},
+                    "lrrrrrrrrrl");
+    const double sum = timing.phases_ms();
+    for (int p = 0; p < kPhaseCount; ++p) {
+        const PhaseTotals& t = timing.phases[p];
+        if (t.calls == 0) continue;
+        const PhaseWork& w = work[p];
+        const double seconds = t.ms * 1e-3;
+        const double flops_per_s = seconds > 0 ? w.flops / seconds : 0.0;
+        const double bytes_per_s = seconds > 0 ? w.bytes_device / seconds : 0.0;
+        std::string percent, bound;
+        if (peaks.known && (w.flops > 0 || w.bytes_device > 0)) {
+            const double flop_peak =
+                w.tensor_core && peaks.fp16_tensor_flops > 0 ? peaks.fp16_tensor_flops : peaks.fp32_flops;
+            bound = bound_kind(peaks, flops_per_s, bytes_per_s, w.tensor_core);
+            const double fraction = bound == "memory" || w.flops == 0 ? bytes_per_s / peaks.dram_bytes_per_s
+                                                                       : flops_per_s / flop_peak;
+            percent = printf_string("%.1f", 100.0 * fraction);
+        }
+        table.add_row({phase_name(Phase(p)), printf_string("%.2f", t.ms),
+                       printf_string("%.1f", sum > 0 ? 100.0 * t.ms / sum : 0.0), std::to_string(t.calls),
+                       printf_string("%.1f", 1000.0 * t.ms / double(t.calls)), t.bytes ? format_bytes(t.bytes) : "",
+                       t.bytes ? printf_string("%.2f", EpochTiming::gb_per_s(t.bytes, t.ms)) : "",
+                       w.flops > 0 ? printf_string("%.2f", flops_per_s / 1e9) : "",
+                       w.bytes_device > 0 ? printf_string("%.2f", bytes_per_s / 1e9) : "", percent, bound});
+    }
+    table.add_rule();
+    table.add_row({"phases", printf_string("%.2f", sum), "100.0", "", "", "", "", "", "", "", ""});
+    std::string notes = timing_table(timing, title);  // the plain table's notes (wall, gaps, host), below it
+    notes = notes.substr(notes.find("  wall "));
+    notes += "  GFLOP/s, dev GB/s: each phase's FLOPs and the device-memory bytes it must move at least (each input read "
+             "once, each output written once: common/phase_work.h), per second of its time\n";
+    if (peaks.known) {
+        char line[400];
+        std::snprintf(line, sizeof line,
+                      "  %% of peak: of the phase's limit (fp32 %.1f TFLOP/s, fp16 tensor %.0f TFLOP/s, DRAM %.0f "
+                      "GB/s: sm_%d%d, %d SMs at %.0f MHz); bound: compute or memory when it reaches 20 %% of that "
+                      "limit, else latency (launch- or latency-bound)\n",
+                      peaks.fp32_flops / 1e12, peaks.fp16_tensor_flops / 1e12, peaks.dram_bytes_per_s / 1e9,
+                      peaks.major, peaks.minor, peaks.sm_count, peaks.sm_clock_hz / 1e6);
+        notes += line;
+    } else {
+        notes += "  % of peak: " + peaks.why_unknown + "\n";
+    }
+    return title + " — " + timing.clock + "\n" + table.render() + notes;
+}
+
 std::string memory_table(const MemorySnapshot& m) {
     std::string out;
     for (int s = 0; s < kMemorySpaceCount; ++s) {
@@ -202,7 +252,12 @@ std::string epoch_line(const EpochMetrics& e) {
     std::snprintf(text, sizeof text, "epoch %d/%d  loss %.4f  train %.2f%%  test %.2f%%  %.0f samples/s  %.2f s",
                   e.epoch, e.epochs, e.train_loss, 100.0 * e.train_accuracy, 100.0 * e.test_accuracy,
                   e.samples_per_second, e.seconds);
-    return text;
+    std::string line = text;
+    if (e.mfu >= 0)
+        line += printf_string("  MFU %.1f%%", 100.0 * e.mfu);
+    else if (e.model_flops_per_second > 0)
+        line += printf_string("  model %.2f GFLOP/s", e.model_flops_per_second / 1e9);
+    return line;
 }
 
 void print_flushed(const std::string& text) {
@@ -250,16 +305,22 @@ Json scalar_json(const RunReport::Scalar& value) {
     return std::visit([](const auto& v) { return Json(v); }, value);
 }
 
-Json timing_json(const EpochTiming& t) {
+Json timing_json(const EpochTiming& t, const EpochWork& work = {}) {
     Json phases = Json::object();
     for (int p = 0; p < kPhaseCount; ++p) {
         const PhaseTotals& totals = t.phases[p];
         if (totals.calls == 0) continue;
-        phases[json_key(phase_name(Phase(p)))] = {{"ms", totals.ms},
-                                                  {"calls", totals.calls},
-                                                  {"avg_us", 1000.0 * totals.ms / double(totals.calls)},
-                                                  {"bytes", totals.bytes},
-                                                  {"gb_per_s", EpochTiming::gb_per_s(totals.bytes, totals.ms)}};
+        Json phase = {{"ms", totals.ms},
+                      {"calls", totals.calls},
+                      {"avg_us", 1000.0 * totals.ms / double(totals.calls)},
+                      {"bytes", totals.bytes},
+                      {"gb_per_s", EpochTiming::gb_per_s(totals.bytes, totals.ms)}};
+        if (work[p].flops > 0 || work[p].bytes_device > 0) {  // phase_work.h: FLOPs, device bytes (lower bound)
+            phase["flops"] = work[p].flops;
+            phase["bytes_device"] = work[p].bytes_device;
+            phase["tensor_core"] = work[p].tensor_core;
+        }
+        phases[json_key(phase_name(Phase(p)))] = phase;
     }
     return {{"clock", t.clock}, {"wall_ms", t.wall_ms}, {"phases_ms", t.phases_ms()}, {"phases", phases}};
 }
@@ -357,23 +418,41 @@ void RunReport::add_options(const TrainOptions& o) {
     add_config("test_limit", int64_t(o.test_limit));
 }
 
-void RunReport::add_epoch(const EpochMetrics& metrics, const EpochTiming& timing) {
-    epochs_.emplace_back(metrics, timing);
+void RunReport::add_epoch(const EpochMetrics& metrics, const EpochTiming& timing, const EpochWork& work) {
+    epochs_.push_back(Epoch{metrics, timing, work});
 }
 
 std::string RunReport::to_json() const {
     Json epochs = Json::array();
-    for (const auto& [m, timing] : epochs_) {
-        epochs.push_back({{"epoch", m.epoch},
-                          {"train_loss", m.train_loss},
-                          {"train_accuracy", m.train_accuracy},
-                          {"test_accuracy", m.test_accuracy},
-                          {"seconds", m.seconds},
-                          {"samples_per_second", m.samples_per_second},
-                          {"timing", timing_json(timing)}});
+    for (const auto& [m, timing, work] : epochs_) {
+        Json epoch = {{"epoch", m.epoch},
+                      {"train_loss", m.train_loss},
+                      {"train_accuracy", m.train_accuracy},
+                      {"test_accuracy", m.test_accuracy},
+                      {"seconds", m.seconds},
+                      {"samples_per_second", m.samples_per_second},
+                      {"timing", timing_json(timing, work)}};
+        if (m.model_flops_per_second > 0) epoch["model_flops_per_second"] = m.model_flops_per_second;
+        if (m.mfu >= 0) epoch["mfu"] = m.mfu;
+        epochs.push_back(epoch);
     }
     Json document = {{"program", program_}, {"backend", BACKEND_NAME}, {"device", device_},   {"data", data_},
                      {"config", *config_},  {"epochs", epochs},        {"results", *results_}};
+    // The device's limits (device_peaks.h), null values where unknown (the CPU backend).
+    Json peaks = {{"known", peaks_.known}};
+    if (peaks_.known) {
+        peaks.update({{"compute_capability", std::to_string(peaks_.major) + "." + std::to_string(peaks_.minor)},
+                      {"sm_count", peaks_.sm_count},
+                      {"sm_clock_hz", peaks_.sm_clock_hz},
+                      {"memory_clock_hz", peaks_.memory_clock_hz},
+                      {"bus_width_bits", peaks_.bus_width_bits},
+                      {"fp32_flops", peaks_.fp32_flops},
+                      {"fp16_tensor_flops", peaks_.fp16_tensor_flops},
+                      {"dram_bytes_per_s", peaks_.dram_bytes_per_s}});
+    } else {
+        peaks["why_unknown"] = peaks_.why_unknown;
+    }
+    document["device_peaks"] = peaks;
     if (has_memory_) {
         document["memory"] = memory_json(memory_);
         document["transfers"] = transfers_json(memory_);

@@ -20,8 +20,10 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "common/cli.h"
+#include "common/device_peaks.h"
 #include "common/memory_ledger.h"
 #include "common/phase_timer.h"
+#include "common/phase_work.h"
 
 // "0 B", "512 B", "1.50 KiB", "36.8 MiB", "139.8 GiB" (binary units).
 std::string format_bytes(uint64_t bytes);
@@ -52,6 +54,11 @@ std::string format_config(const TrainOptions& options);
 // The per-phase table; its title says how the time was measured (GPU events or CPU timings). Below it: what the
 // wall time covers (training only), the time in no phase, and what the `host` phase is.
 std::string timing_table(const EpochTiming& timing, const std::string& title);
+// The same with each phase's work (phase_work.h) set against the time: achieved GFLOP/s and GB/s of device memory
+// (the lower bound), and where the peaks are known (a GPU) the percentage of the limit for the phase's kind and
+// whether it is compute-, memory- or latency-bound.
+std::string timing_table(const EpochTiming& timing, const std::string& title, const EpochWork& work,
+                         const DevicePeaks& peaks);
 // Current and peak bytes per category for each memory space that holds anything, and cudaMemGetInfo.
 std::string memory_table(const MemorySnapshot& memory);
 // "bytes moved: host→device 188 MiB (pinned 188 MiB, pageable 0 B) in 470 copies; device→host ..."
@@ -65,8 +72,11 @@ struct EpochMetrics {
     double test_accuracy = 0;   // fraction 0..1
     double seconds = 0;         // wall time of the epoch's training
     double samples_per_second = 0;
+    double model_flops_per_second = 0;  // forward + backward FLOPs (phase_work.h) / seconds; 0: not counted
+    double mfu = -1;                    // model FLOPs utilization: that / the device's peak; < 0: unknown
 };
-// "epoch 1/3  loss 0.2431  train 92.81%  test 96.20%  61234 samples/s  0.98 s"
+// "epoch 1/3  loss 0.2431  train 92.81%  test 96.20%  61234 samples/s  0.98 s  MFU 12.3%" (MFU where the peak is
+// known; the model's GFLOP/s where it is not)
 std::string epoch_line(const EpochMetrics& metrics);
 
 // Writes `text` to stdout as it is and flushes: when stdout is a pipe (| tee, a CI log) it is otherwise
@@ -105,7 +115,8 @@ class RunReport {
     void set_data(std::string description) { data_ = std::move(description); }
     void add_config(const std::string& key, Scalar value);
     void add_options(const TrainOptions& options);  // every shared flag's value
-    void add_epoch(const EpochMetrics& metrics, const EpochTiming& timing);
+    void add_epoch(const EpochMetrics& metrics, const EpochTiming& timing, const EpochWork& work = {});
+    void set_device_peaks(const DevicePeaks& peaks) { peaks_ = peaks; }
     void set_memory(const MemorySnapshot& memory) { memory_ = memory, has_memory_ = true; }
     void add_result(const std::string& key, Scalar value);                       // anything else a lesson prints
     void add_result(const std::string& key, const std::vector<double>& values);  // e.g. every step's loss
@@ -125,7 +136,13 @@ class RunReport {
   private:
     std::string program_, device_, data_;
     std::unique_ptr<nlohmann::ordered_json> config_, results_;  // JSON objects
-    std::vector<std::pair<EpochMetrics, EpochTiming>> epochs_;
+    struct Epoch {
+        EpochMetrics metrics;
+        EpochTiming timing;
+        EpochWork work;
+    };
+    std::vector<Epoch> epochs_;
+    DevicePeaks peaks_;
     MemorySnapshot memory_;
     bool has_memory_ = false;
 };

@@ -218,6 +218,7 @@ void ldmatrix(uint32_t* r, const void* row, std::source_location site) {
     // Each row is recorded here as read by the lane that named it, in that lane's context: a store by another warp
     // not ordered by a barrier (before or after this read) is then reported as a race, with this line's caller.
     // Recorded after the collective, which orders the warp's own earlier stores before it (as the combine sees them).
+    // The counting build (same hook): each lane's row is counted as its 16-byte shared load, 4 quarter-warp phases.
     if (in.call.lane < 8 * kMatrices) __tsan_read16(const_cast<void*>(row));
 #endif
 }

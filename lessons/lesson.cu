@@ -49,8 +49,13 @@ Lesson::Lesson(int argc, char** argv, const char* program, const char* idea, con
     Cli cli(program, std::string(idea) + "\nOn the CPU backend it trains on a subset unless --full (see the banner).",
             options);
     cli.add_flag("--full", &full, "CPU backend: all of MNIST instead of the quick subset (a GPU always uses all)");
+    cli.add_output_file("--trace", &trace_path_, "FILE",
+                        "write a timeline of the training (each phase on its stream and the host thread) as Chrome "
+                        "Trace Event JSON: open it in ui.perfetto.dev or chrome://tracing");
+    cli.add_int("--trace-steps", &trace_steps_, "N", "steps per epoch on the --trace timeline", 1, 1000000);
     if (add_flags) add_flags(cli);
     cli.parse_or_exit(argc, argv);
+    if (!trace_path_.empty()) timer.enable_trace(trace_steps_);
     std::string unused_notes;  // for the banner: flags given that this lesson does not use
     for (const auto& [flag, why] : cli.unused()) {
         if (flag == "--epochs") options.epochs = 0;  // the lesson counts its work otherwise: no "5 epochs" shown
@@ -87,6 +92,8 @@ Lesson::Lesson(int argc, char** argv, const char* program, const char* idea, con
     print_flushed(banner);
 
     report_.set_device(device_summary());
+    peaks_ = query_device_peaks();
+    report_.set_device_peaks(peaks_);
     report_.set_data(data.describe());
     report_.add_options(options);
     report_.add_config("full", !subset);
@@ -197,11 +204,26 @@ EpochMetrics Lesson::finish_epoch(int epoch, const EpochTiming& timing, double l
     metrics.test_accuracy = test_accuracy;
     metrics.seconds = timing.wall_ms / 1000.0;
     metrics.samples_per_second = metrics.seconds > 0 ? double(data.train.count) / metrics.seconds : 0.0;
+    // The epoch's work (common/phase_work.h) for the phases it timed, and the model FLOPs rate against the peak.
+    EpochWork work = mlp_epoch_work(WorkShape{options.layer_sizes(), data.train.count, options.batch,
+                                              options.optimizer, gemm_element_bytes_, tensor_core_gemms_});
+    for (int p = 0; p < kPhaseCount; ++p) {
+        if (timing.phases[p].calls == 0) work[p] = {};
+        work_total_[p].flops += work[p].flops;
+        work_total_[p].bytes_device += work[p].bytes_device;
+        work_total_[p].tensor_core = work[p].tensor_core;
+    }
+    if (metrics.seconds > 0) metrics.model_flops_per_second = model_flops(work) / metrics.seconds;
+    if (peaks_.known) {
+        const double peak = tensor_core_gemms_ && peaks_.fp16_tensor_flops > 0 ? peaks_.fp16_tensor_flops
+                                                                               : peaks_.fp32_flops;
+        metrics.mfu = metrics.model_flops_per_second / peak;
+    }
     const std::string prefix = run_label_.empty() ? std::string() : std::string("[").append(run_label_).append("] ");
     print_flushed(prefix + epoch_line(metrics) + "\n");
     if (run_label_.empty()) {
         last_test_accuracy_ = metrics.test_accuracy;
-        report_.add_epoch(metrics, timing);
+        report_.add_epoch(metrics, timing, work);
     }
     return metrics;
 }
@@ -224,7 +246,8 @@ double Lesson::evaluate_test_set(int* correct, const EvaluateBatch& evaluate, in
 int Lesson::finish(const std::string& timing_title) {
     print_flushed("\n");
     const std::string epochs = options.epochs == 1 ? "the epoch" : "all " + std::to_string(options.epochs) + " epochs";
-    print_flushed(timing_table(timer.total(), timing_title.empty() ? "time per phase, " + epochs : timing_title));
+    print_flushed(timing_table(timer.total(), timing_title.empty() ? "time per phase, " + epochs : timing_title,
+                               work_total_, peaks_));
 
     // A checksum of the final weights: lessons that change only the data path must print the same one.
     uint64_t checksum = 0xcbf29ce484222325ull;
@@ -245,6 +268,17 @@ int Lesson::finish(const std::string& timing_title) {
     report_.add_result("weights_checksum", std::string(hex));
     report_.write_json_or_exit(options.json_path);
     if (!options.json_path.empty()) print_flushed("wrote " + options.json_path + "\n");
+    if (!trace_path_.empty()) {
+        try {
+            timer.write_trace(trace_path_, program_ + " — " + device_summary(),
+                              {{"program", program_}, {"backend", on_cpu_backend() ? "cpu" : "cuda"}});
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "%s: --trace: %s\n", program_.c_str(), e.what());
+            return 1;
+        }
+        print_flushed("wrote " + trace_path_ + " (the first " + std::to_string(trace_steps_) +
+                      " steps of each epoch; open it in ui.perfetto.dev)\n");
+    }
     return 0;
 }
 

@@ -34,7 +34,9 @@
 #include "common/cli.h"
 #include "common/memory_ledger.h"
 #include "common/mnist.h"
+#include "common/device_peaks.h"
 #include "common/phase_timer.h"
+#include "common/phase_work.h"
 #include "common/report.h"
 #include "kernels/gemm_version.h"  // GemmVersion (host-only: this header is also read by g++ in the cuda flavor)
 
@@ -105,6 +107,12 @@ class Lesson {
     // not model()'s; otherwise finish() reads model()'s.
     void set_final_parameters(std::vector<std::vector<float>> tensors) { final_parameters_ = std::move(tensors); }
 
+    // How the model's GEMMs run, for each phase's work (common/phase_work.h): fp16 operands on tensor cores (lesson
+    // 05's mixed precision) move half the bytes and are set against the tensor-core peak. Default: fp32, FP32 units.
+    void set_gemm_precision(int element_bytes, bool tensor_cores) {
+        gemm_element_bytes_ = element_bytes, tensor_core_gemms_ = tensor_cores;
+    }
+
     // The test accuracy finish() reports, for a lesson that evaluates outside finish_epoch (lesson 07's sweep).
     void set_final_test_accuracy(double accuracy) { last_test_accuracy_ = accuracy; }
 
@@ -142,6 +150,12 @@ class Lesson {
     double last_test_accuracy_ = 0;
     std::string run_label_;
     std::vector<std::vector<float>> final_parameters_;
+    std::string trace_path_;  // --trace FILE: the timeline of timer's first --trace-steps steps per epoch
+    int trace_steps_ = 5;
+    DevicePeaks peaks_;      // the device's limits (common/device_peaks.h), unknown on the CPU backend
+    EpochWork work_total_{};  // every finished epoch's work (common/phase_work.h), for the final table
+    int gemm_element_bytes_ = 4;
+    bool tensor_core_gemms_ = false;
 };
 
 // The largest batch the kernels can index (gemm_max_rows of the widest matrix a batch-sized GEMM operand has: the

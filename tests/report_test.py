@@ -22,8 +22,8 @@ except ImportError:
              f"installs); this is {sys.executable}")
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "report.py")
-CHARTS = ("time_per_phase.png", "h2d_bytes.png", "peak_memory.png", "accuracy.png", "gemm_steps.png",
-          "precision.png", "checkpointing.png", "batch_sweep.png")
+CHARTS = ("time_per_phase.png", "h2d_bytes.png", "timelines.png", "peak_memory.png", "accuracy.png",
+          "gemm_steps.png", "precision.png", "checkpointing.png", "batch_sweep.png")
 MIB = 1024 * 1024
 CPU_NOTE = "CPU-backend numbers"
 
@@ -61,6 +61,23 @@ def lesson(number, name, h2d_bytes, seconds, accuracies, **results):
                        "test_limit": 1000},
             "epochs": epochs, "results": {"final_test_accuracy": accuracies[-1], **results}, "memory": memory,
             "transfers": {"h2d_pageable_bytes": h2d_bytes or 0, "h2d_pinned_bytes": 0}}
+
+
+def trace_of_lesson(program):
+    """A --trace file as PhaseTimer::write_trace writes it: 2 steps of 2 epochs, lesson 03's copies on stream 2."""
+    copy_tid = 2 if program.startswith("lesson03") else 1
+    events = [{"name": "process_name", "ph": "M", "pid": 1, "args": {"name": program}},
+              {"name": "thread_name", "ph": "M", "pid": 1, "tid": 1, "args": {"name": "stream 1 (CUDA events): forward"}}]
+    if copy_tid == 2:
+        events.append({"name": "thread_name", "ph": "M", "pid": 1, "tid": 2, "args": {"name": "stream 2: h2d"}})
+    for epoch in (1, 2):
+        for step in (0, 1):
+            t = 10000.0 * (epoch - 1) + 1000.0 * step
+            events.append({"name": "h2d", "ph": "X", "ts": t, "dur": 200.0, "pid": 1, "tid": copy_tid,
+                           "args": {"epoch": epoch, "step": step, "bytes": 100352}})
+            events.append({"name": "forward", "ph": "X", "ts": t + 250.0, "dur": 600.0, "pid": 1, "tid": 1,
+                           "args": {"epoch": epoch, "step": step}})
+    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": {"what": "the first 2 training steps"}}
 
 
 def lessons_01_to_04():
@@ -132,6 +149,9 @@ class ReportTest(unittest.TestCase):
             with open(path, "w", encoding="utf-8") as f:
                 json.dump(r, f)
             paths.append(path)
+            if r["program"][6:8] in ("01", "02", "03"):  # the --trace timeline make report writes beside it
+                with open(path[:-5] + ".trace.json", "w", encoding="utf-8") as f:
+                    json.dump(trace_of_lesson(r["program"]), f)
         return paths
 
     def run_script(self, *args):
@@ -153,7 +173,9 @@ class ReportTest(unittest.TestCase):
         result = self.run_script(*paths, "--out", self.out, "--command", "cmake --build build/x --target lessons",
                                  "--command", "build/x/lessons/lesson01_naive_fp32 --json a.json")
         self.assertEqual(result.returncode, 0, result.stderr)
-        self.assertNotIn("skipping", result.stdout)
+        skips = [line for line in result.stdout.splitlines() if "skipping" in line]
+        self.assertEqual(len(skips), 1, result.stdout)  # the roofline: drawn only from GPU runs
+        self.assertIn("drawn only from a GPU run", skips[0])
         for name in CHARTS:
             self.assert_png(name)
         readme = self.readme()
@@ -179,24 +201,24 @@ class ReportTest(unittest.TestCase):
 
     def test_absent_lessons_are_skipped_with_one_line_each_and_stale_charts_removed(self):
         os.makedirs(self.out)
-        for name in CHARTS[5:] + ("README.md",):  # as an earlier run with lessons 05-07 left them
+        for name in CHARTS[6:] + ("README.md",):  # as an earlier run with lessons 05-07 left them
             with open(os.path.join(self.out, name), "w", encoding="utf-8") as f:
                 f.write("stale")
         result = self.run_script(*self.write_reports(lessons_01_to_04()), "--out", self.out)
         self.assertEqual(result.returncode, 0, result.stderr)
         skips = [line for line in result.stdout.splitlines() if "skipping" in line]
-        self.assertEqual(len(skips), 3, result.stdout)
-        for skip, key in zip(skips, ("precision_runs", "checkpoint_runs", "batch_sweep")):
+        self.assertEqual(len(skips), 4, result.stdout)
+        for skip, key in zip(skips, ("precision_runs", "checkpoint_runs", "batch_sweep", "GPU run")):
             self.assertIn(key, skip)
-        for name in CHARTS[:5]:
+        for name in CHARTS[:6]:
             self.assert_png(name)
-        for name in CHARTS[5:]:
+        for name in CHARTS[6:]:
             self.assertFalse(os.path.exists(os.path.join(self.out, name)), f"stale {name} left behind")
         readme = self.readme()
         self.assertNotIn("stale", readme)
         self.assertNotIn("precision.png", readme)
         self.assertIn("## Not drawn", readme)
-        self.assertEqual(sorted(os.listdir(self.out)), sorted(["README.md"] + list(CHARTS[:5])))  # no .tmp left
+        self.assertEqual(sorted(os.listdir(self.out)), sorted(["README.md"] + list(CHARTS[:6])))  # no .tmp left
 
     def test_gpu_and_mixed_numbers_are_said_on_every_chart(self):
         gpu = lessons_01_to_04() + lessons_05_to_07()
@@ -207,6 +229,25 @@ class ReportTest(unittest.TestCase):
         for case, notes, absent in ((gpu, ["GPU numbers: NVIDIA H200"] * 8, "CPU"),
                                     (mixed, ["MIXED"] * 4 + [CPU_NOTE], None)):
             self.assert_notes(self.report.draw(case), notes, absent)
+
+    def test_roofline_from_gpu_reports_with_peaks_and_work(self):
+        reports = lessons_01_to_04()
+        for r in reports:
+            r["backend"], r["device"] = "cuda", "NVIDIA H200"
+            r["device_peaks"] = {"known": True, "fp32_flops": 66.9e12, "fp16_tensor_flops": 989.4e12,
+                                 "dram_bytes_per_s": 4.8e12}
+            for epoch in r["epochs"]:
+                epoch["timing"]["phases"]["forward"].update({"flops": 2e12, "bytes_device": 4e10})
+                epoch["timing"]["phases"]["optimizer"].update({"flops": 1e9, "bytes_device": 5e9})
+        result = self.report.chart_roofline(reports)
+        self.assertNotIsInstance(result, str, result)
+        figure, _ = result
+        ax = figure.axes[0]
+        self.assertEqual(len(ax.collections), 2 * len(reports))  # forward and optimizer of each lesson
+        forward = ax.collections[0].get_offsets()[0]
+        self.assertAlmostEqual(forward[0], 50.0)  # 2e12 FLOPs / 4e10 bytes
+        self.assertAlmostEqual(forward[1], 4e12 / 0.6, delta=1e6)  # 2 epochs × 2e12 FLOPs in 2 × 300 ms
+        self.assertIsInstance(self.report.chart_roofline(lessons_01_to_04()), str)  # CPU reports: no roof
 
     def assert_notes(self, drawn, notes, absent):
         """Each drawn chart's figure has notes[i] in a text on its face, and no text with `absent`."""
@@ -267,6 +308,32 @@ class ReportTest(unittest.TestCase):
                                                                         "2048"])
         self.assertIn("the largest that fits, 1,536", ax.get_xlabel())
         self.assertIn(1536, [line.get_xdata()[0] for line in ax.lines])  # the dashed line
+
+    def test_counting_build_chart_from_bench_once_csv(self):
+        counts = os.path.join(self.tmp.name, "access_counts.csv")
+        with open(counts, "w", encoding="utf-8") as f:
+            f.write("step,global_ld_requests,global_ld_sectors,global_st_requests,global_st_sectors,shared_ld_requests,"
+                    "shared_ld_wavefronts,shared_st_requests,shared_st_wavefronts,shared_ld_conflicts,"
+                    "shared_st_conflicts\n"
+                    "gemm 1 naive,1048576,17301504,2048,65536,0,0,0,0,0,0\n"
+                    "gemm 3 smem_tiled,32768,131072,2048,8192,1048576,1048576,32768,32768,0,0\n"
+                    "gemm 4 register_blocked,16384,65536,2048,65536,131072,196608,16384,24576,65536,8192\n"
+                    "hgemm 2 block_tile,2048,32768,2048,16384,4096,16384,2048,12288,0,4096\n")
+        paths = self.write_reports(lessons_01_to_04())
+        result = self.run_script(*paths, "--out", self.out, "--counts", counts)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assert_png("gemm_counts.png")
+        self.assertIn("](gemm_counts.png)", self.readme())
+        figure, _ = self.report.chart_gemm_counts(self.report.read_counts_csv(counts))
+        self.assertEqual([b.get_height() for b in figure.axes[0].patches], [16.5, 4.0, 4.0])  # sectors per request
+        self.assertEqual([b.get_height() for b in figure.axes[3].patches][2], 0.5)  # step 4's conflicts
+        # A file without GEMM rows, or not readable: one skip line, no chart.
+        with open(counts, "w", encoding="utf-8") as f:
+            f.write("step,global_ld_requests\nhgemm 1 warp_tile,5\n")
+        result = self.run_script(*paths, "--out", self.out, "--counts", counts)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("skipping 10. GEMM steps", result.stdout)
+        self.assertFalse(os.path.exists(os.path.join(self.out, "gemm_counts.png")))
 
     def test_broken_file_exits_2_with_one_message(self):
         good = self.write_reports(lessons_01_to_04()[:1])[0]

@@ -11,7 +11,10 @@
 # 16 CPU cores, from the sizes involved, since no GPU has run this yet):
 #     build-test  300 s  configure, build the cuda flavor, run the whole suite (est. 2-3 min build + 1-2 min tests)
 #     bench       180 s  build bench, `bench --quick` (GEMM staircase and HGEMM steps at 4096³ and the lessons'
-#                        shapes, cuBLAS beside them; memory-bound kernels) and backend_bench (est. 1-2 min)
+#                        shapes, cuBLAS beside them; memory-bound kernels) and backend_bench (est. 1-2 min); with
+#                        Nsight Compute (ncu) present, `bench --once` profiled for each GEMM step's memory requests,
+#                        sectors and wavefronts, set beside the counting build's (DEPS/access_counts.csv, made by
+#                        --prepare) in counts-vs-ncu.md
 #     lessons     300 s  build the lessons, each on full MNIST for 1 epoch with --json, then the comparison table
 #                        and the charts (est. 2-4 min)
 #     report       60 s  the comparison and charts again from the lessons phase's JSON (no GPU needed: run it here
@@ -192,6 +195,18 @@ if [ -n "$prepare_dir" ]; then
     else
         echo "gpu_check.sh --prepare: no MNIST found (\$MNIST_DIR, ../shared/data/mnist, data/mnist); run make data" >&2
         exit 1
+    fi
+    # The counting build's figures for `bench --once` (it needs Boost.Context, which a GPU machine may lack): the bench
+    # phase sets Nsight Compute's beside them. Best effort: without it the bench phase says what is missing.
+    rm -f "$dir/access_counts.csv"
+    if cmake -S . -B build/cpu-counters -DFLAVOR=cpu -DCOUNTERS=ON >/dev/null &&
+        cmake --build build/cpu-counters -j "$(nproc)" --target bench >/dev/null &&
+        CUDA_CPU_COUNTERS=summary build/cpu-counters/bench/bench --once --csv "$dir/access_counts.csv" >/dev/null 2>&1; then
+        echo "the counting build's counts of bench --once: $dir/access_counts.csv"
+    else
+        echo "note: could not build or run the counting build (build/cpu-counters); the bench phase will not compare" \
+            "Nsight Compute's counts with it"
+        rm -f "$dir/access_counts.csv"
     fi
     {
         echo "prepared by tools/gpu_check.sh --prepare on $(date -u +%Y-%m-%dT%H:%M:%SZ), $(. /etc/os-release && echo "$PRETTY_NAME"), $(uname -m)"
@@ -449,12 +464,33 @@ phase_build_test() {
     record tests "$result" "$(elapsed "$start")" tests.txt
 }
 
-# ---- bench: the GEMM staircase beside cuBLAS, the memory-bound kernels, the CPU backend's costs
+# The memory figures Nsight Compute measures for `bench --once` (one launch per GEMM/HGEMM step), as the counting
+# build names them (tools/compare_counts.py has the pairs).
+ncu_metrics=l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,\
+l1tex__t_requests_pipe_lsu_mem_global_op_st.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,\
+smsp__inst_executed_op_shared_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,\
+smsp__inst_executed_op_shared_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum
+
+# ---- bench: the GEMM staircase beside cuBLAS, the memory-bound kernels, the CPU backend's costs; with Nsight Compute,
+# each GEMM step's memory counts beside the counting build's (--prepare computes those: the GPU machine cannot)
 phase_bench() {
     build bench backend_bench || return
     extras=("bench --quick|bench.txt")
     step bench bench.txt "$tree/bench/bench" --quick
     step backend_bench backend_bench.txt "$tree/bench/backend_bench"
+    if ((dry_run)); then
+        record ncu_counts "skip (dry run: no GPU to profile)" 0 -
+    elif ! command -v ncu >/dev/null; then
+        record ncu_counts "skip (Nsight Compute, ncu, not found)" 0 -
+    elif step ncu_counts ncu.txt ncu --csv --log-file "$work/ncu.csv" --metrics "$ncu_metrics" \
+        "$tree/bench/bench" --once; then
+        if [ -n "${deps:-}" ] && [ -f "$deps/access_counts.csv" ]; then
+            step counts_vs_ncu counts-vs-ncu.md python3 tools/compare_counts.py "$work/ncu.csv" \
+                "$deps/access_counts.csv" && extras+=("counting build vs Nsight Compute|counts-vs-ncu.md")
+        else
+            record counts_vs_ncu "skip (no access_counts.csv: run --prepare on a machine with Boost)" 0 -
+        fi
+    fi
 }
 
 # ---- lessons: every lesson once, its JSON kept for the report phase

@@ -248,6 +248,79 @@ def chart_time_per_phase(reports):
     return figure, caption
 
 
+TIMELINE_LESSONS = ("01", "02", "03", "08")
+
+
+def trace_of(report):
+    """The --trace timeline beside a report (lessonNN.trace.json), and whether it is an asynchronous CPU run."""
+    path = report.get("_file")
+    if not isinstance(path, str):
+        return None, False
+    stem = path[:-5] if path.endswith(".json") else path
+    if report.get("backend") == "cpu" and os.path.isfile(stem + ".async.trace.json"):
+        return stem + ".async.trace.json", True
+    return (stem + ".trace.json", False) if os.path.isfile(stem + ".trace.json") else (None, False)
+
+
+def chart_timelines(reports):
+    """Lessons 01-03 (and 08): the first traced steps of epoch 1, a row per stream and one for the host thread."""
+    import json
+    panels = []
+    for label, report in zip(labels_of(reports), reports):
+        if str(report.get("program", ""))[6:8] not in TIMELINE_LESSONS:
+            continue
+        path, asynchronous = trace_of(report)
+        if path is None:
+            continue
+        try:
+            with open(path, encoding="utf-8") as f:
+                trace = json.load(f)
+            events = trace["traceEvents"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        names = {e["tid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
+        slices = [e for e in events if e.get("ph") == "X" and e.get("args", {}).get("epoch") == 1]
+        if slices:
+            panels.append((label, report, asynchronous, names, slices))
+    if not panels:
+        return "no lesson 01-03 report has a --trace timeline beside it (lessonNN.trace.json: make report writes them)"
+    figure, axes = new_figure("The first training steps on a timeline (--trace)", [p[1] for p in panels], 12.0,
+                              1.5 + 2.0 * len(panels), rows=len(panels))
+    palette = dict(zip(PHASES, colors(len(PHASES))))
+    seen = set()
+    for ax, (label, report, asynchronous, names, slices) in zip(axes, panels):
+        origin = min(s["ts"] for s in slices)
+        tracks = sorted({s["tid"] for s in slices})
+        for row, tid in enumerate(tracks):
+            for s in slices:
+                if s["tid"] != tid:
+                    continue
+                phase = s["name"].replace(" ", "_")
+                ax.broken_barh([((s["ts"] - origin) / 1e3, max(s["dur"] / 1e3, 1e-6))], (row - 0.35, 0.7),
+                               color=palette.get(phase, "grey"), label=None if phase in seen else s["name"])
+                seen.add(phase)
+        ax.set_yticks(range(len(tracks)), [names.get(t, f"track {t}").split(" (")[0] for t in tracks], fontsize=8)
+        ax.invert_yaxis()
+        backend = "GPU" if report.get("backend") == "cuda" else (
+            "CPU backend, CUDA_CPU_ASYNC=1: streams run side by side" if asynchronous else
+            "CPU backend: streams run one after the other")
+        steps = max(s["args"].get("step", 0) for s in slices) + 1
+        ax.set_title(f"lesson {label}: epoch 1, first {steps} steps ({backend})", fontsize=10)
+        ax.set_xlabel("ms from the first traced phase")
+    handles, texts = axes[0].get_legend_handles_labels()
+    for ax in axes[1:]:
+        h, t = ax.get_legend_handles_labels()
+        handles, texts = handles + h, texts + t
+    axes[0].legend(handles, texts, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    caption = ("Each lesson's first steps as its --trace file records them (open the lessonNN.trace.json files in "
+               "ui.perfetto.dev for every step traced): a row per stream, timed by CUDA events, and the host thread. "
+               "Lesson 01 copies fp32 images and computes on one stream, one after the other; lesson 02's copy is a "
+               "quarter as long (uint8); lesson 03 copies on a stream of its own, the next batch while this one "
+               "computes. On the CPU backend the times are CPU timings, and lesson 03's timeline comes from a run "
+               "with CUDA_CPU_ASYNC=1, where the backend's streams really overlap.")
+    return figure, caption
+
+
 def chart_h2d_bytes(reports):
     labels = labels_of(reports)
     values = [cl.h2d_mean(r, "bytes") for r in reports]
@@ -266,6 +339,65 @@ def chart_h2d_bytes(reports):
     caption = ("Bytes copied host→device per epoch in the timed `h2d` phase (training batches; the test set, "
                "uploaded once before training, is not in it). A lesson that keeps the data on the device has none.")
     return figure, caption
+
+
+def chart_roofline(reports):
+    """Each lesson's phases (FLOPs / device bytes vs achieved FLOP/s) under the device's roof: GPU runs only."""
+    gpu = [(label, r) for label, r in zip(labels_of(reports), reports)
+           if r.get("backend") == "cuda" and isinstance(r.get("device_peaks"), dict) and r["device_peaks"].get("known")]
+    if not gpu:
+        return ("drawn only from a GPU run: the roof is the device's peaks (device_peaks in the JSON), which the CPU "
+                "backend does not have (its reports still carry each phase's FLOPs and bytes)")
+    peaks = gpu[0][1]["device_peaks"]
+    fp32, tensor, dram = peaks["fp32_flops"], peaks["fp16_tensor_flops"], peaks["dram_bytes_per_s"]
+    figure, (ax,) = new_figure("Roofline: each phase's arithmetic intensity against the FLOP/s it reached",
+                               [r for _, r in gpu], 10.0, 6.5)
+    xs = [2.0 ** k for k in range(-6, 13)]
+    ax.plot(xs, [min(fp32, x * dram) for x in xs], color="black", linewidth=1.5,
+            label=f"fp32 roof ({fp32 / 1e12:.1f} TFLOP/s, {dram / 1e9:.0f} GB/s)")
+    if tensor > 0:
+        ax.plot(xs, [min(tensor, x * dram) for x in xs], color="grey", linestyle="--", linewidth=1,
+                label=f"fp16 tensor-core roof ({tensor / 1e12:.0f} TFLOP/s)")
+    markers = "osD^v<>ph"
+    palette = colors(len(PHASES))
+    plotted = 0
+    for i, (label, report) in enumerate(gpu):
+        phases = phase_totals(report)
+        for phase, totals in phases.items():
+            flops, bytes_, ms = totals.get("flops", 0), totals.get("bytes_device", 0), totals.get("ms", 0)
+            if not (finite(flops) and finite(bytes_) and finite(ms)) or flops <= 0 or bytes_ <= 0 or ms <= 0:
+                continue
+            ax.scatter(flops / bytes_, flops / (ms / 1e3), marker=markers[i % len(markers)], s=40,
+                       color=palette[PHASES.index(phase)] if phase in PHASES else "grey",
+                       label=f"{tick(label)} {phase}")
+            plotted += 1
+    if not plotted:
+        return "no GPU report has phases with FLOPs and device bytes (epochs[].timing.phases.<p>.flops)"
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity: FLOPs per byte of device memory (the lower bound of common/phase_work.h)")
+    ax.set_ylabel("achieved FLOP/s")
+    legend_outside(ax)
+    caption = ("Each lesson's compute phases as points: x is the work's FLOPs per byte it must move, y the FLOP/s "
+               "it reached (all epochs). Under the slanted part of the roof a phase is limited by memory bandwidth, "
+               "under the flat part by arithmetic; far below both it is latency- or launch-bound. The bytes are a "
+               "lower bound, so a naive kernel's point sits where a perfect one's would at that speed.")
+    return figure, caption
+
+
+def phase_totals(report):
+    """{phase: {"ms", "flops", "bytes_device"}} summed over a report's epochs."""
+    out = {}
+    for epoch in report.get("epochs", []):
+        phases = epoch.get("timing", {}).get("phases", {}) if isinstance(epoch, dict) else {}
+        for name, values in phases.items():
+            if not isinstance(values, dict):
+                continue
+            total = out.setdefault(name, {"ms": 0.0, "flops": 0.0, "bytes_device": 0.0})
+            for key in total:
+                if finite(values.get(key)):
+                    total[key] += values[key]
+    return out
 
 
 def chart_peak_memory(reports):
@@ -603,15 +735,81 @@ def chart_batch_sweep(reports):
 
 
 # (file name, heading, function)
+def read_counts_csv(path):
+    """The rows of `bench --once --csv` (the counting build): one per GEMM/HGEMM step, every count an int."""
+    import csv
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        for key, value in row.items():
+            if key != "step":
+                row[key] = int(value)
+    return rows
+
+
+def chart_gemm_counts(rows):
+    """Each fp32 GEMM step's memory requests as the counting build counted them (figures true on any machine)."""
+    steps = [r for r in rows if r["step"].startswith("gemm ")]
+    if not steps:
+        return "the counts file has no `gemm N` rows"
+    names = [" ".join(r["step"].split()[1:]) for r in steps]  # "1 naive"
+    figure, axes = new_figure("", [], max(10.0, 1.5 * len(steps) + 4), 7.5, rows=2, cols=2)
+    figure.suptitle("Each GEMM step's memory requests, counted from every warp's addresses\n(the CPU backend's "
+                    "counting build: figures a GPU's profiler reports, no GPU needed)", fontsize=12)
+    palette = colors(4)
+    x = list(range(len(steps)))
+
+    def panel(ax, values, title, ylabel, color, log=False, digits=2):
+        texts = [("none" if v == 0 else f"{v:,.{digits}f}" if digits else f"{v:,.0f}") for v in values]
+        if log:  # zeros have no bar on a log scale: a label at the axis says "none"
+            bottom = min((v for v in values if v > 0), default=1) / 4
+            bars = ax.bar(x, [v if v > 0 else bottom for v in values], 0.6, color=color)
+            for bar, value in zip(bars, values):
+                if value == 0:
+                    bar.set_visible(False)
+            ax.set_yscale("log")
+            ax.set_ylim(bottom=bottom, top=max(values) * 8)
+            for i, (v, text) in enumerate(zip(values, texts)):
+                ax.annotate(text, (i, v if v > 0 else bottom), xytext=(0, 3), textcoords="offset points",
+                            ha="center", va="bottom", fontsize=8)
+        else:
+            label_bars(ax, ax.bar(x, values, 0.6, color=color), texts)
+            ax.margins(y=0.2)
+        ax.set_title(title, fontsize=10)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.set_xticks(x, [n.replace(" ", "\n", 1) for n in names], fontsize=8)
+
+    def per(a, b):
+        return [r[a] / r[b] if r[b] else 0.0 for r in steps]
+
+    panel(axes[0], per("global_ld_sectors", "global_ld_requests"), "global load: 32-byte sectors per request",
+          "sectors per request (4 = coalesced floats, 16 = float4s)", palette[0])
+    panel(axes[1], [r["global_ld_sectors"] + r["global_st_sectors"] for r in steps],
+          "global sectors moved (loads + stores)", "sectors (log scale)", palette[1], log=True, digits=0)
+    panel(axes[2], [r["shared_ld_requests"] for r in steps], "shared-memory load requests",
+          "requests (log scale; none before step 3)", palette[2], log=True, digits=0)
+    panel(axes[3], per("shared_ld_conflicts", "shared_ld_requests"),
+          "shared load: bank conflicts per request", "extra wavefronts per request (0: conflict-free)", palette[3])
+    caption = ("One launch of each GEMM step at 256×256×256 (`bench --once` in the counting build, "
+               "`build/cpu-counters`): what each warp's addresses ask of the memory system, counted per warp "
+               "instruction as a GPU's L1 counts them. Step 2 coalesces (sectors per request fall to 2.5), step 3's "
+               "shared tiles cut the global sectors by the tile factor, steps 4-5 cut the shared requests per "
+               "multiply-add (register blocking, float4), and step 4's reads of its B tile are 2-way bank "
+               "conflicted (step 5 removes it). These figures are the same on any machine; common/cpu_backend/README.md has the model.")
+    return figure, caption
+
+
 CHARTS = (
     ("time_per_phase.png", "1. Time per phase", chart_time_per_phase),
     ("h2d_bytes.png", "2. Host→device bytes per epoch", chart_h2d_bytes),
+    ("timelines.png", "2b. Timelines of lessons 01-03 (--trace)", chart_timelines),
     ("peak_memory.png", "3. Peak device memory by category", chart_peak_memory),
     ("accuracy.png", "4. Test accuracy", chart_accuracy),
     ("gemm_steps.png", "5. Lesson 04: time by GEMM step", chart_gemm_steps),
     ("precision.png", "6. Lesson 05: precision modes", chart_precision),
     ("checkpointing.png", "7. Lesson 06: activation checkpointing", chart_checkpointing),
     ("batch_sweep.png", "8. Lesson 07: batch size", chart_batch_sweep),
+    ("roofline.png", "9. Roofline: the phases against the device's limits (GPU runs)", chart_roofline),
 )
 
 
@@ -752,6 +950,8 @@ def main(argv=None):
         description="Charts comparing the lessons from their --json reports, and a README.md embedding them.")
     parser.add_argument("files", nargs="+", metavar="FILE.json", help="a report written by a lesson's --json FILE")
     parser.add_argument("--out", default="report", help="the folder for the PNGs and README.md (default: report)")
+    parser.add_argument("--counts", metavar="CSV",
+                        help="the counting build's `bench --once --csv` file: adds the GEMM steps' memory-counts chart")
     parser.add_argument("--command", action="append", default=[], metavar="CMD",
                         help="a command that made the reports, for the README (repeat it, in order)")
     args = parser.parse_args(argv)
@@ -764,6 +964,8 @@ def main(argv=None):
         return 1
     try:
         reports = [cl.load_report(path) for path in args.files]
+        for report, path in zip(reports, args.files):
+            report["_file"] = path  # for the --trace timeline beside it (chart_timelines)
     except cl.ReportError as error:
         print(f"report.py: {error}", file=sys.stderr)
         return 2
@@ -781,6 +983,22 @@ def main(argv=None):
         write_atomically(path, lambda p: figure.savefig(p, format="png"))
         drawn.append((name, heading, text))
         print(f"wrote {path}")
+
+    if args.counts:
+        name, heading = "gemm_counts.png", "10. GEMM steps: memory requests, counted (no GPU needed)"
+        try:
+            result = chart_gemm_counts(read_counts_csv(args.counts))
+        except (OSError, ValueError, KeyError) as error:
+            result = f"could not read {args.counts}: {error}"
+        if isinstance(result, str):
+            if os.path.exists(os.path.join(args.out, name)):
+                os.remove(os.path.join(args.out, name))  # an earlier run's chart would no longer match
+            skipped.append((heading, result))
+            print(f"report.py: skipping {heading}: {result}")
+        else:
+            write_atomically(os.path.join(args.out, name), lambda p: result[0].savefig(p, format="png"))
+            drawn.append((name, heading, result[1]))
+            print(f"wrote {os.path.join(args.out, name)}")
 
     out_relative = os.path.relpath(os.path.abspath(args.out), REPO)
     exclude = None if out_relative.startswith("..") else out_relative

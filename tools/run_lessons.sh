@@ -10,7 +10,8 @@
 # --reuse: a lesson whose JSON is newer than its executable and whose stamp matches this commit and these flags is
 #          not run again (FRESH=1 in the environment turns reuse off).
 # --draw OUT: tools/report.py draws the charts into OUT from the results there are, after every lesson that ran
-#          (so each chart appears as soon as its data exists) or once if every result was reused.
+#          (so each chart appears as soon as its data exists) or once if every result was reused; with
+#          RESULTS/access_counts.csv there (make report writes it), the GEMM steps' memory-counts chart too.
 # Stops at the first lesson that fails, with its exit code.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -55,8 +56,11 @@ draw_charts() {
         commands+=(--command "$build/lessons/lesson$name ${lesson_args[*]} --json $results/lesson$name.json")
     done
     ((${#reports[@]})) || return 0
+    # The counting build's GEMM counts, when make report has written them (tools/report.py's ninth chart).
+    local counts=()
+    [ ! -f "$results/access_counts.csv" ] || counts=(--counts "$results/access_counts.csv")
     echo "=== the charts so far ($draw/, from ${#reports[@]} of ${#names[@]} lessons)"
-    "$python" tools/report.py "${reports[@]}" --out "$draw" "${commands[@]}"
+    "$python" tools/report.py "${reports[@]}" --out "$draw" "${counts[@]}" "${commands[@]}"
 }
 
 ran=0
@@ -71,7 +75,8 @@ for name in "${names[@]}"; do
     fi
     echo "=== lesson$name"
     rm -f "$report.partial"
-    "$program" "${lesson_args[@]}" --json "$report.partial"
+    # --trace: the timeline of its first steps (tools/report.py draws lessons 01-03's).
+    "$program" "${lesson_args[@]}" --json "$report.partial" --trace "$results/lesson$name.trace.json"
     status=$?
     if [ $status -ne 0 ]; then
         rm -f "$report.partial"
@@ -80,6 +85,13 @@ for name in "${names[@]}"; do
     fi
     mv -f "$report.partial" "$report"
     printf '%s' "$stamp_text" >"$stamp"
+    # On the CPU backend streams run one after the other unless CUDA_CPU_ASYNC=1: for the report's timeline, lesson
+    # 03 (copies on their own stream) once more that way, where its copies really run beside the kernels.
+    if [ -n "$draw" ] && [[ $name == 03* ]] && grep -q '^FLAVOR:STRING=cpu' "$build/CMakeCache.txt" 2>/dev/null; then
+        echo "=== lesson$name again with CUDA_CPU_ASYNC=1, for its timeline (copies beside the kernels)"
+        CUDA_CPU_ASYNC=1 "$program" "${lesson_args[@]}" --trace "$results/lesson$name.async.trace.json" >/dev/null ||
+            echo "(the asynchronous run failed: the timeline chart uses the synchronous one)" >&2
+    fi
     ran=$((ran + 1))
     if [ -n "$draw" ]; then draw_charts || exit; fi
 done

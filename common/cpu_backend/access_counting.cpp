@@ -370,6 +370,13 @@ void begin_block(const unsigned char* dynamic_shared, size_t dynamic_bytes, cons
     counted_block = &block;
 }
 
+Paused::Paused() : saved_(counted_block) {
+    counted_block = nullptr;
+}
+Paused::~Paused() {
+    counted_block = static_cast<BlockCounting*>(saved_);
+}
+
 void at_barrier() {
     if (counted_block) counted_block->flush();
 }

@@ -103,6 +103,17 @@ void at_barrier();
 void end_block();
 std::vector<KernelAccessCounts> by_kernel();
 void reset();
+// While one exists, this OS thread's accesses are not counted (the scheduler's own work inside a block).
+class Paused {
+  public:
+    Paused();
+    ~Paused();
+    Paused(const Paused&) = delete;
+    Paused& operator=(const Paused&) = delete;
+
+  private:
+    void* saved_;
+};
 // The counting rules for one warp-level instruction: its active lanes' addresses, one access size.
 void count_warp_instruction(bool shared, unsigned size, uint32_t lanes, const uintptr_t* addresses,
                             AccessCounts& out);

@@ -830,7 +830,12 @@ bool complete_warp_collectives(BlockRun& run) {
                 if (group >> l & 1u) slots[l] = {run.threads[base + l].in, run.threads[base + l].out};
             }
             run.current = &first;         // so that a fault reported by the combiner names a thread of this warp
-            first.combine(slots, group);  // (mma.sync reports lanes missing from its group itself)
+            {
+                // The collective's own reads (ldmatrix's rows) are the backend's work, not the current thread's:
+                // the counting build counts them as each lane's access instead (kernels/tensor_core.h).
+                const counting::Paused not_counted;
+                first.combine(slots, group);  // (mma.sync reports lanes missing from its group itself)
+            }
             if (exited_lane >= 0) {
                 // A GPU would hang or return garbage: a collective's mask may name only lanes that reach it.
                 char mask_text[16];
