@@ -806,13 +806,16 @@ void bench_memory_bound(const Options& options) {
 // the counting build each row holds that launch's counts; elsewhere only the names (a profiler measures them).
 constexpr int kOnceSize = 256;
 std::vector<KernelAccessCounts> run_each_step_once(const std::vector<int>& versions,
-                                                   const std::vector<int>& hgemm_versions) {
+                                                   const std::vector<int>& hgemm_versions,
+                                                   std::vector<std::string>& kernels) {
     constexpr int n = kOnceSize;
     const auto no = Transpose::no;
     DeviceBuffer<float> a(random_floats(size_t(n) * n)), b(random_floats(size_t(n) * n)), c(size_t(n) * n);
     std::vector<KernelAccessCounts> rows;
-    const auto counted = [&rows](const std::string& step) {
+    const auto counted = [&rows, &kernels](const std::string& step) {
         CUDA_CHECK(cudaDeviceSynchronize());
+        const std::vector<KernelAccessCounts> launched = access_counts();
+        kernels.push_back(launched.empty() ? std::string() : launched.front().kernel);
         KernelAccessCounts k = total_access_counts();
         k.kernel = step;
         rows.push_back(k);
@@ -877,17 +880,21 @@ void print_staircase_counts(const std::vector<KernelAccessCounts>& steps) {
     std::printf("\n%s", render_access_counts(steps).c_str());
 }
 
-void write_counts_csv(const std::string& path, const std::vector<KernelAccessCounts>& steps) {
+void write_counts_csv(const std::string& path, const std::vector<KernelAccessCounts>& steps,
+                      const std::vector<std::string>& kernels) {
     FILE* f = std::fopen(path.c_str(), "w");
     if (!f) {
         std::fprintf(stderr, "bench: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
         std::exit(1);
     }
-    std::fprintf(f, "step,global_ld_requests,global_ld_sectors,global_st_requests,global_st_sectors,"
+    std::fprintf(f, "step,kernel,global_ld_requests,global_ld_sectors,global_st_requests,global_st_sectors,"
                     "shared_ld_requests,shared_ld_wavefronts,shared_st_requests,shared_st_wavefronts,"
                     "shared_ld_conflicts,shared_st_conflicts\n");
-    for (const KernelAccessCounts& k : steps) {
-        std::fprintf(f, "%s,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n", k.kernel.c_str(),
+    for (size_t i = 0; i < steps.size(); ++i) {
+        const KernelAccessCounts& k = steps[i];
+        std::string kernel = i < kernels.size() ? kernels[i] : "";  // quoted: template arguments hold commas
+        std::fprintf(f, "%s,\"%s\",%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n", k.kernel.c_str(),
+                     kernel.c_str(),
                      (unsigned long long)k.global_load.requests, (unsigned long long)k.global_load.transactions,
                      (unsigned long long)k.global_store.requests, (unsigned long long)k.global_store.transactions,
                      (unsigned long long)k.shared_load.requests, (unsigned long long)k.shared_load.transactions,
@@ -931,10 +938,11 @@ int main(int argc, char** argv) {
         if (options.only_hgemm_version == 0 || options.only_hgemm_version == v) hgemm_versions.push_back(v);
     }
     if (options.once) {
-        const std::vector<KernelAccessCounts> steps = run_each_step_once(versions, hgemm_versions);
+        std::vector<std::string> kernels;
+        const std::vector<KernelAccessCounts> steps = run_each_step_once(versions, hgemm_versions, kernels);
         if (access_counting_available()) {
             print_staircase_counts(steps);
-            if (!options.csv.empty()) write_counts_csv(options.csv, steps);
+            if (!options.csv.empty()) write_counts_csv(options.csv, steps, kernels);
         } else {
             if (!options.csv.empty()) {
                 std::fprintf(stderr, "bench: --csv needs the counting build (build/cpu-counters): nothing counts here\n");
@@ -1006,7 +1014,8 @@ int main(int argc, char** argv) {
         return EXIT_FAILURE;
     }
     if (access_counting_available()) {
-        print_staircase_counts(run_each_step_once(versions, hgemm_versions));
+        std::vector<std::string> kernels;
+        print_staircase_counts(run_each_step_once(versions, hgemm_versions, kernels));
         print_memory_bound_counts(memory_bound_counts);
         return 0;
     }

@@ -10,12 +10,15 @@ namespace {
 // 9.0). Tensor cores, dense FP16 in with FP32 accumulation: the architecture whitepapers' peak tables divided by
 // SMs × boost clock — V100 (Volta whitepaper): 125 TFLOPS / (80 SMs × 1.53 GHz) = 1024 FLOPs = 512 FMA; A100
 // (Ampere GA100 whitepaper): 312 TFLOPS / (108 × 1.41 GHz) = 2048 FLOPs = 1024 FMA; H100 SXM5 (Hopper
-// whitepaper): 989.4 TFLOPS / (132 × 1.83 GHz) = 4096 FLOPs = 2048 FMA. T4 (Turing whitepaper): 65 TFLOPS /
-// (40 × 1.59 GHz) = 1024 FLOPs = 512 FMA. GeForce/workstation Ampere and Ada (8.6, 8.9) run FP32 accumulation at a
-// rate that differs by product, so their tensor figure is left out (0: no percentage).
+// whitepaper): 989.4 TFLOPS / (132 × 1.83 GHz) = 4096 FLOPs = 2048 FMA. Turing (7.5), and GeForce/workstation
+// Ampere and Ada (8.6, 8.9), run FP32 accumulation at a rate that differs by product (half on GeForce), so their
+// tensor figure is left out (0: no percentage, no MFU for tensor-core runs).
+// The clock is the device's maximum (cudaDevAttrClockRate): the figure NVIDIA's FP32 peaks use. Its tensor peaks
+// sometimes use a lower one (H100 SXM5: 1830 MHz against a 1980 MHz maximum), so a tensor-core peak here can be
+// up to ~8 % above the published one, and an MFU that much lower.
 constexpr ArchThroughput kTable[] = {
     {7, 0, 64, 512, "Volta whitepaper (V100); CUDA Programming Guide throughput table"},
-    {7, 5, 64, 512, "Turing whitepaper (T4); CUDA Programming Guide throughput table"},
+    {7, 5, 64, 0, "CUDA Programming Guide throughput table (tensor rate with FP32 accumulation varies by product)"},
     {8, 0, 64, 1024, "Ampere GA100 whitepaper (A100); CUDA Programming Guide throughput table"},
     {8, 6, 128, 0, "CUDA Programming Guide throughput table (tensor rate varies by product)"},
     {8, 9, 128, 0, "CUDA Programming Guide throughput table (tensor rate varies by product)"},

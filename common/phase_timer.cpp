@@ -96,7 +96,6 @@ void PhaseTimer::begin_epoch(int epoch) {
     steps_done_ = 0;
     epoch_start_ = HostClock::now();
     if (tracing()) {
-        if (epochs_.empty()) trace_origin_ = epoch_start_;
         // The device-side origin: recorded now on stream 0, which has nothing queued at an epoch's start (the last
         // one ended synchronized), so the GPU passes it at about this host time.
         if (clock_ == TimerClock::cuda_events) {
@@ -111,6 +110,19 @@ void PhaseTimer::enable_trace(int steps_per_epoch) {
         throw std::logic_error("PhaseTimer::enable_trace: call it before the first epoch");
     if (steps_per_epoch < 1) throw std::invalid_argument("PhaseTimer::enable_trace: at least 1 step per epoch");
     trace_steps_ = steps_per_epoch;
+    trace_origin_ = HostClock::now();  // before any thread can trace (a loader starts gathering before epoch 1)
+}
+
+void PhaseTimer::trace_host_work(int track, const char* track_name, const char* what, int epoch, int step,
+                                 HostTime begin, HostTime end, uint64_t bytes) {
+    if (!tracing() || step >= trace_steps_) return;
+    using Us = std::chrono::duration<double, std::micro>;
+    std::lock_guard lock(trace_mutex_);
+    bool named = false;
+    for (const auto& [t, name] : other_tracks_) named = named || t == track;
+    if (!named) other_tracks_.emplace_back(track, track_name);
+    trace_.push_back(TraceSlice{what, Phase::host, epoch, step, track, Us(begin - trace_origin_).count(),
+                                Us(end - begin).count(), bytes});
 }
 
 int PhaseTimer::stream_track(cudaStream_t stream) {
@@ -157,8 +169,10 @@ void PhaseTimer::end(Phase phase, cudaStream_t stream, uint64_t bytes) {
         totals.bytes += bytes;
         if (open.step >= 0) {
             using Us = std::chrono::duration<double, std::micro>;
-            trace_.push_back(TraceSlice{phase, current_.epoch, open.step, 0, Us(open.host_start - trace_origin_).count(),
-                                        Us(now - open.host_start).count(), bytes});
+            std::lock_guard lock(trace_mutex_);
+            trace_.push_back(TraceSlice{phase_name(phase), phase, current_.epoch, open.step, 0,
+                                        Us(open.host_start - trace_origin_).count(), Us(now - open.host_start).count(),
+                                        bytes});
         }
     }
 #if !defined(CUDA_TEACH_CPU)
@@ -187,7 +201,8 @@ const EpochTiming& PhaseTimer::end_epoch() {
         if (p.track >= 0) {
             float from_anchor_ms = 0;
             CUDA_CHECK(cudaEventElapsedTime(&from_anchor_ms, pool_[anchor_], pool_[p.start]));
-            trace_.push_back(TraceSlice{p.phase, current_.epoch, p.step, p.track,
+            std::lock_guard lock(trace_mutex_);
+            trace_.push_back(TraceSlice{phase_name(p.phase), p.phase, current_.epoch, p.step, p.track,
                                         epoch_offset_us + 1e3 * double(from_anchor_ms), 1e3 * double(ms), p.bytes});
         }
     }
@@ -206,12 +221,20 @@ EpochTiming PhaseTimer::total() const {
     return sum;
 }
 
+namespace {
+constexpr int kOtherTracks = 100;  // trace_host_work's tracks
+}  // namespace
+
 void PhaseTimer::write_trace(const std::string& path, const std::string& title,
                              const std::vector<std::pair<std::string, std::string>>& notes) const {
     using nlohmann::json;
     // Track names: the host thread, then each stream by the phases it ran ("stream 2: h2d").
+    std::unique_lock lock(trace_mutex_);
+    std::vector<TraceSlice> slices = trace_;
+    const std::vector<std::pair<int, std::string>> other_tracks = other_tracks_;
+    lock.unlock();
     std::map<int, std::set<int>> phases_of_track;
-    for (const TraceSlice& s : trace_) phases_of_track[s.track].insert(static_cast<int>(s.phase));
+    for (const TraceSlice& s : slices) phases_of_track[s.track].insert(static_cast<int>(s.phase));
     json events = json::array();
     constexpr int kPid = 1;
     events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", kPid}, {"args", {{"name", title}}}});
@@ -219,6 +242,9 @@ void PhaseTimer::write_trace(const std::string& path, const std::string& title,
         std::string name;
         if (track == 0) {
             name = "host thread (host clock)";
+        } else if (track >= kOtherTracks) {
+            for (const auto& [t, n] : other_tracks)
+                if (t == track) name = n;
         } else {
             name = "stream " + std::to_string(track) + (clock_ == TimerClock::cuda_events ? " (CUDA events):" : ":");
             for (int p : phases) name += std::string(" ") + phase_name(Phase(p));
@@ -227,15 +253,14 @@ void PhaseTimer::write_trace(const std::string& path, const std::string& title,
         events.push_back(
             {{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", kPid}, {"tid", track}, {"args", {{"sort_index", track}}}});
     }
-    std::vector<TraceSlice> slices = trace_;
     std::stable_sort(slices.begin(), slices.end(), [](const TraceSlice& a, const TraceSlice& b) {
         return a.track != b.track ? a.track < b.track : a.start_us < b.start_us;
     });
     for (const TraceSlice& s : slices) {
         json args = {{"epoch", s.epoch}, {"step", s.step}};
         if (s.bytes) args["bytes"] = s.bytes;
-        events.push_back({{"name", phase_name(s.phase)},
-                          {"cat", s.track == 0 ? "host" : "device"},
+        events.push_back({{"name", s.what},
+                          {"cat", s.track == 0 || s.track >= kOtherTracks ? "host" : "device"},
                           {"ph", "X"},
                           {"ts", s.start_us},
                           {"dur", s.duration_us},

@@ -29,6 +29,7 @@
 
 #include <array>
 #include <chrono>
+#include <mutex>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -106,10 +107,16 @@ class PhaseTimer {
     // text for the file's metadata). Throws std::runtime_error if the file cannot be written.
     void write_trace(const std::string& path, const std::string& title,
                      const std::vector<std::pair<std::string, std::string>>& notes = {}) const;
+    // Another host thread's work on the timeline (lesson 03's loader thread): thread-safe. Kept when `step` is among
+    // the first steps_per_epoch; `track` ≥ 100 names the thread's own track (`track_name`), `what` the slice.
+    using HostTime = std::chrono::steady_clock::time_point;
+    void trace_host_work(int track, const char* track_name, const char* what, int epoch, int step, HostTime begin,
+                         HostTime end, uint64_t bytes = 0);
     struct TraceSlice {
+        const char* what;  // the slice's name: a phase's, or trace_host_work's
         Phase phase;
         int epoch, step;   // step: 0-based within the epoch (the optimizer phases ended before it began)
-        int track;         // 0: the host thread; 1, 2, ...: streams in order of first use
+        int track;         // 0: the host thread; 1, 2, ...: streams in order of first use; 100...: other threads
         double start_us;   // from the first epoch's start (host clock; events placed through an anchor event)
         double duration_us;
         uint64_t bytes;
@@ -156,5 +163,7 @@ class PhaseTimer {
     size_t anchor_ = 0;       // an event recorded on stream 0 at begin_epoch, at host time epoch_start_
     HostClock::time_point trace_origin_;
     std::vector<cudaStream_t> trace_streams_;
-    std::vector<TraceSlice> trace_;
+    std::vector<TraceSlice> trace_;                  // guarded by trace_mutex_ (trace_host_work's other threads)
+    std::vector<std::pair<int, std::string>> other_tracks_;
+    mutable std::mutex trace_mutex_;
 };

@@ -24,7 +24,7 @@ EpochWork mlp_epoch_work(const WorkShape& shape) {
         backward.bytes_device += e * (rows * out + rows * in + steps * (in * out + out));  // dY, X in; dW, db out
         if (l > 0) {
             backward.flops += 2 * rows * in * out;                           // dX
-            backward.bytes_device += e * (steps * in * out + 2 * rows * in);  // W, the ReLU's input in; dX out
+            backward.bytes_device += e * (rows * out + steps * in * out + 2 * rows * in);  // dY, W, ReLU input; dX
         }
     }
     const double classes = shape.layer_sizes.back();

@@ -15,7 +15,7 @@
 //   loss       no FLOPs counted (a few per logit); bytes: logits read, labels (1 byte), dlogits written
 //   backward   per layer: dW = Xᵀ·dY, 2·rows·in·out; dX = dY·Wᵀ, 2·rows·in·out, skipped for the first layer (no
 //              one needs the gradient of the input); db, rows·out adds. Bytes: dY, X read; dW, db written; for
-//              dX, W and the layer's input activation (the ReLU mask) read and dX written
+//              dX (its own launch), dY again, W and the layer's input activation (the ReLU mask) read, dX written
 //   optimizer  per parameter and step: SGD with momentum 6 FLOPs, 5 fp32 values moved (p, g, v in; p, v out);
 //              AdamW 13 FLOPs, 7 values (p, g, m, v in; p, m, v out)
 // e: bytes per activation and weight element (4 for fp32; the optimizer always counts fp32).

@@ -163,13 +163,14 @@ std::string timing_table(const EpochTiming& timing, const std::string& title, co
         const double flops_per_s = seconds > 0 ? w.flops / seconds : 0.0;
         const double bytes_per_s = seconds > 0 ? w.bytes_device / seconds : 0.0;
         std::string percent, bound;
-        if (peaks.known && (w.flops > 0 || w.bytes_device > 0)) {
-            const double flop_peak =
-                w.tensor_core && peaks.fp16_tensor_flops > 0 ? peaks.fp16_tensor_flops : peaks.fp32_flops;
+        const double flop_peak = w.tensor_core ? peaks.fp16_tensor_flops : peaks.fp32_flops;
+        if (peaks.known && (w.flops > 0 || w.bytes_device > 0) && (w.flops == 0 || flop_peak > 0)) {
             bound = bound_kind(peaks, flops_per_s, bytes_per_s, w.tensor_core);
             const double fraction = bound == "memory" || w.flops == 0 ? bytes_per_s / peaks.dram_bytes_per_s
                                                                        : flops_per_s / flop_peak;
             percent = printf_string("%.1f", 100.0 * fraction);
+        } else if (peaks.known && w.flops > 0) {
+            percent = "?";  // a tensor-core phase on an architecture whose tensor rate the table leaves out
         }
         table.add_row({phase_name(Phase(p)), printf_string("%.2f", t.ms),
                        printf_string("%.1f", sum > 0 ? 100.0 * t.ms / sum : 0.0), std::to_string(t.calls),

@@ -2,13 +2,14 @@
 #include "lessons/batch_loader.h"
 
 #include <algorithm>
+#include <chrono>
 #include <stdexcept>
 #include <string>
 
 #include "common/reference_mlp.h"  // gather_batch, batch_count
 
-BatchLoader::BatchLoader(MemoryLedger& ledger, const MnistSplit& train, int batch, int slots)
-    : train_(train), batch_(batch), slots_(size_t(slots)) {
+BatchLoader::BatchLoader(MemoryLedger& ledger, const MnistSplit& train, int batch, int slots, PhaseTimer* timer)
+    : train_(train), batch_(batch), slots_(size_t(slots)), timer_(timer) {
     if (batch < 1 || slots < 1) throw std::invalid_argument("BatchLoader: need batch >= 1 and slots >= 1");
     for (size_t s = 0; s < slots_.size(); ++s) {
         const std::string n = std::to_string(s);
@@ -39,6 +40,7 @@ void BatchLoader::start_epoch(std::vector<uint32_t> order) {
         order_ = std::move(order);
         batches_ = batch_count(order_.size(), batch_);
         next_to_fill_ = next_to_take_ = 0;
+        ++epoch_;
     }
     changed_.notify_all();
 }
@@ -81,10 +83,21 @@ void BatchLoader::run() {
         slot.free = false;
         const cudaEvent_t copied = slot.copied;
         const size_t rows = std::min<size_t>(batch_, order_.size() - index * size_t(batch_));
+        const int epoch = epoch_;
         lock.unlock();  // gather without the lock: the loop keeps running
         // The completion rule: the GPU copy that last read this slot must be over before we overwrite it.
+        const auto waited = std::chrono::steady_clock::now();
         if (copied != nullptr) CUDA_CHECK(cudaEventSynchronize(copied));
+        const auto started = std::chrono::steady_clock::now();
         gather_batch(train_, order_, index * size_t(batch_), rows, slot.pixels, slot.labels);
+        if (timer_) {
+            const auto done = std::chrono::steady_clock::now();
+            if (copied != nullptr)
+                timer_->trace_host_work(100, "loader thread (host clock)", "wait for copied[s]", epoch, int(index),
+                                        waited, started);
+            timer_->trace_host_work(100, "loader thread (host clock)", "gather", epoch, int(index), started, done,
+                                    rows * (kMnistPixels + 1));
+        }
         lock.lock();
         slot.filled = true;
         ++next_to_fill_;

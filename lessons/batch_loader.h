@@ -24,6 +24,7 @@
 
 #include "common/launch.h"
 #include "common/memory_ledger.h"
+#include "common/phase_timer.h"
 #include "common/mnist.h"
 
 class BatchLoader {
@@ -37,7 +38,8 @@ class BatchLoader {
     };
 
     // Allocates `slots` pinned buffers of `batch` images through the ledger (input staging) and starts the thread.
-    BatchLoader(MemoryLedger& ledger, const MnistSplit& train, int batch, int slots);
+    // With a `timer` that traces (--trace), each gather is a slice on the loader thread's own track.
+    BatchLoader(MemoryLedger& ledger, const MnistSplit& train, int batch, int slots, PhaseTimer* timer = nullptr);
     ~BatchLoader();  // stops the thread and joins it (the ledger frees the buffers)
     BatchLoader(const BatchLoader&) = delete;
     BatchLoader& operator=(const BatchLoader&) = delete;
@@ -64,6 +66,8 @@ class BatchLoader {
     std::vector<Slot> slots_;
     std::vector<uint32_t> order_;
     size_t batches_ = 0, next_to_fill_ = 0, next_to_take_ = 0;
+    int epoch_ = 0;  // epochs started (for the trace)
+    PhaseTimer* timer_;
     bool stopping_ = false;
     std::mutex mutex_;
     std::condition_variable changed_;

@@ -47,7 +47,7 @@ BatchPipeline::BatchPipeline(Lesson& lesson, MemoryLedger& ledger, PhaseTimer& t
             upload_training_set();
         } else {
             // (A batch larger than the training set is one batch of all the images: the host slots need no more.)
-            loader_.emplace(ledger_, train_, int(std::min<size_t>(size_t(batch_), train_.count)), kSlots);
+            loader_.emplace(ledger_, train_, int(std::min<size_t>(size_t(batch_), train_.count)), kSlots, &timer_);
         }
     } catch (...) {  // the destructor does not run for a constructor that throws: release what exists
         release_streams_and_events();

@@ -209,16 +209,14 @@ EpochMetrics Lesson::finish_epoch(int epoch, const EpochTiming& timing, double l
                                               options.optimizer, gemm_element_bytes_, tensor_core_gemms_});
     for (int p = 0; p < kPhaseCount; ++p) {
         if (timing.phases[p].calls == 0) work[p] = {};
+        if (!run_label_.empty()) continue;  // the final table is the main run's (timer's) alone
         work_total_[p].flops += work[p].flops;
         work_total_[p].bytes_device += work[p].bytes_device;
         work_total_[p].tensor_core = work[p].tensor_core;
     }
     if (metrics.seconds > 0) metrics.model_flops_per_second = model_flops(work) / metrics.seconds;
-    if (peaks_.known) {
-        const double peak = tensor_core_gemms_ && peaks_.fp16_tensor_flops > 0 ? peaks_.fp16_tensor_flops
-                                                                               : peaks_.fp32_flops;
-        metrics.mfu = metrics.model_flops_per_second / peak;
-    }
+    const double peak = tensor_core_gemms_ ? peaks_.fp16_tensor_flops : peaks_.fp32_flops;
+    if (peaks_.known && peak > 0) metrics.mfu = metrics.model_flops_per_second / peak;  // else unknown
     const std::string prefix = run_label_.empty() ? std::string() : std::string("[").append(run_label_).append("] ");
     print_flushed(prefix + epoch_line(metrics) + "\n");
     if (run_label_.empty()) {

@@ -55,6 +55,25 @@ check("| gemm 2 coalesced |" in result.stdout and "shared_ld_wavefronts | 0 | 0 
       "the second launch paired with the second step")
 check("2 of 3 figures equal." in result.stdout, "the tally")
 
+# Paired by kernel name (ncu's demangled name with its parameters), ldmatrix's LDSM added to the shared loads.
+result = run([HEADER,
+              ncu_row(0, "void hgemm_block_tile_kernel<float, 64, false, false>(int, int, const __half *)",
+                      "smsp__inst_executed_op_shared_ld.sum", "0"),
+              ncu_row(0, "void hgemm_block_tile_kernel<float, 64, false, false>(int, int, const __half *)",
+                      "smsp__inst_executed_op_ldsm.sum", "4,096"),
+              ncu_row(1, "void (anonymous namespace)::gemm_naive_kernel<false, false>(int, int)",
+                      "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "7")],
+             ["step,kernel," + COUNTS_HEADER[5:],
+              'gemm 1 naive,"gemm_naive_kernel<false, false>",7,0,0,0,0,0,0,0',
+              'hgemm 2 block_tile,"hgemm_block_tile_kernel<float, 64, false, false>",0,0,0,0,4096,0,0,0'])
+check(result.returncode == 0, f"exit status {result.returncode}: {result.stderr}")
+check("| gemm 1 naive | gemm_naive_kernel<false, false> | global_ld_requests | 7 | 7 | equal |" in result.stdout,
+      "paired by name though launched second")
+check("| hgemm 2 block_tile |" in result.stdout and "shared_ld_requests | 4096 | 4096 | equal" in result.stdout,
+      f"LDSM counted as shared loads: {result.stdout}")
+result = subprocess.run([sys.executable, SCRIPT, "--metrics"], capture_output=True, text=True)
+check("smsp__inst_executed_op_ldsm.sum" in result.stdout.split(","), "--metrics lists what ncu must measure")
+
 result = run([HEADER], [COUNTS_HEADER])
 check(result.returncode == 2 and "no launches" in result.stderr, "empty inputs are refused")
 

@@ -14,6 +14,7 @@
 
 #include "common/access_counters.h"
 #include "kernels/gemm.cuh"
+#include "kernels/tensor_core.h"
 #if defined(CUDA_TEACH_CPU)
 #include "common/cpu_backend/internal.h"
 #endif
@@ -165,6 +166,19 @@ __global__ void shared_float4_with_stride(float* out, int stride) {
     tile[threadIdx.x * stride] = make_float4(1.0f, 2.0f, 3.0f, float(threadIdx.x));
     __syncthreads();
     out[threadIdx.x] = tile[threadIdx.x * stride].w;
+}
+
+// cp.async: each lane copies 16 bytes of global memory into shared memory (lane l: bytes 16 l ..), waits, and reads
+// them back with ldmatrix.x4 (lane l names row l: 16 bytes, 8 rows per matrix).
+__global__ void cp_async_then_ldmatrix(const float4* in, float* out) {
+    __shared__ __align__(16) float4 tile[32];
+    cp_async_16(&tile[threadIdx.x], &in[threadIdx.x]);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    uint32_t r[4];
+    ldmatrix_x4(r, &tile[threadIdx.x]);
+    out[threadIdx.x] = float(r[0] & 1u);
 }
 
 KernelAccessCounts counts_of(const std::string& kernel) {
@@ -375,6 +389,27 @@ TEST_CASE("counting build: the transposed tile stores the comments call conflict
         CHECK(k.shared_load.replays() == 0);
         CHECK(k.global_load.efficiency() == 1.0);  // every layout read coalesced
     }
+}
+
+TEST_CASE("counting build: cp.async and ldmatrix count as the instructions a GPU issues", "[counters]") {
+    REQUIRE(access_counting_available());
+    DeviceBuffer<float4> in(32);
+    DeviceBuffer<float> out(32);
+    reset_access_counts();
+    cp_async_then_ldmatrix<<<1, 32>>>(in.get(), out.get());
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    const KernelAccessCounts k = counts_of("cp_async_then_ldmatrix");
+    // The copy: one 16-byte global load per lane, 512 coalesced bytes (16 sectors), and one 16-byte shared store
+    // at the wait (4 quarter-warp phases, conflict-free). The poison the backend writes until the copy lands is not
+    // a store the GPU makes: not counted.
+    CHECK(k.global_load.requests == 1);
+    CHECK(k.global_load.transactions == 16);
+    CHECK(k.shared_store.requests == 1);
+    CHECK(k.shared_store.transactions == 4);
+    // ldmatrix.x4: each lane's 16-byte row, 4 matrices of 8 contiguous rows: 4 wavefronts, no conflict.
+    CHECK(k.shared_load.requests == 1);
+    CHECK(k.shared_load.transactions == 4);
+    CHECK(k.shared_load.replays() == 0);
 }
 #else
 TEST_CASE("only the counting build claims to count memory transactions", "[counters]") {

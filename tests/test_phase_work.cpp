@@ -32,7 +32,8 @@ TEST_CASE("phase work: FLOPs and device bytes of a small MLP epoch, by hand", "[
           2 * rows * 784 * 16 + rows * 16 + 2 * rows * 16 * 10 + rows * 10 + 2 * rows * 16 * 10);
     CHECK(w[int(Phase::backward)].bytes_device ==
           4 * (rows * 16 + rows * 784 + steps * (784 * 16 + 16)) +
-              4 * (rows * 10 + rows * 16 + steps * (16 * 10 + 10)) + 4 * (steps * 16 * 10 + 2 * rows * 16));
+              4 * (rows * 10 + rows * 16 + steps * (16 * 10 + 10)) +
+              4 * (rows * 10 + steps * 16 * 10 + 2 * rows * 16));  // dX of layer 2: dY, W, the ReLU input; dX
     // loss: logits in, labels (1 byte) in, dlogits out; no FLOPs counted.
     CHECK(w[int(Phase::loss)].flops == 0);
     CHECK(w[int(Phase::loss)].bytes_device == rows * (2 * 4 * 10 + 1));

@@ -8,7 +8,7 @@ the Trace Event format (a traceEvents list; metadata naming the process and ever
 ph "X", ts and dur in microseconds, pid and tid), slices on one track are nested or disjoint and in time order, only
 the first --trace-steps steps of each epoch are there, and the tracks and phase names are the lesson's: lesson 01's
 host-normalized data on one stream (h2d, forward, loss, backward, optimizer), lesson 03's copies on a stream of their
-own. Lesson 03 once more with asynchronous streams (CUDA_CPU_ASYNC=1), where the backend runs the copy stream beside
+own and its loader thread's gathers on a third. Lesson 03 once more with asynchronous streams (CUDA_CPU_ASYNC=1), where the backend runs the copy stream beside
 the compute stream: a copy slice must overlap a compute slice, the picture that lesson is about.
 """
 import json
@@ -94,6 +94,9 @@ def main():
         copy_tracks = [t for t in tracks if t != 0 and {s["name"] for s in tracks[t]} == {"h2d"}]
         compute_tracks = [t for t in tracks if t != 0 and COMPUTE & {s["name"] for s in tracks[t]}]
         check(len(copy_tracks) == 1 and len(compute_tracks) == 1, f"03: a copy stream and a compute stream: {names}")
+        loader = [t for t in tracks if names.get(t, "").startswith("loader thread")]
+        check(len(loader) == 1 and "gather" in {s["name"] for s in tracks[loader[0]]},
+              f"03: the loader thread's gathers on a track of its own: {names}")
 
         _, tracks = slices_by_track(run(build, "03_pinned_async", data, os.path.join(folder, "03a.json"),
                                         env={"CUDA_CPU_ASYNC": "1"}), "03 async")

@@ -465,11 +465,8 @@ phase_build_test() {
 }
 
 # The memory figures Nsight Compute measures for `bench --once` (one launch per GEMM/HGEMM step), as the counting
-# build names them (tools/compare_counts.py has the pairs).
-ncu_metrics=l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,\
-l1tex__t_requests_pipe_lsu_mem_global_op_st.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,\
-smsp__inst_executed_op_shared_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,\
-smsp__inst_executed_op_shared_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum
+# build names them: tools/compare_counts.py has the pairs and prints the list.
+ncu_metrics=$(python3 tools/compare_counts.py --metrics)
 
 # ---- bench: the GEMM staircase beside cuBLAS, the memory-bound kernels, the CPU backend's costs; with Nsight Compute,
 # each GEMM step's memory counts beside the counting build's (--prepare computes those: the GPU machine cannot)

@@ -304,7 +304,7 @@ def chart_timelines(reports):
         backend = "GPU" if report.get("backend") == "cuda" else (
             "CPU backend, CUDA_CPU_ASYNC=1: streams run side by side" if asynchronous else
             "CPU backend: streams run one after the other")
-        steps = max(s["args"].get("step", 0) for s in slices) + 1
+        steps = len({s["args"].get("step") for s in slices if s["name"] == "optimizer"})  # whole steps
         ax.set_title(f"lesson {label}: epoch 1, first {steps} steps ({backend})", fontsize=10)
         ax.set_xlabel("ms from the first traced phase")
     handles, texts = axes[0].get_legend_handles_labels()

@@ -67,7 +67,7 @@ constexpr bool is_shared(Kind k) { return k == shared_load || k == shared_store;
 // One warp-level instruction being assembled: each active lane's address.
 struct WarpInstruction {
     Kind kind;
-    uint8_t size;
+    uint32_t size;
     uint32_t lanes = 0;  // bit l: lane l executed it
     std::array<uintptr_t, 32> addresses;
 };
@@ -136,7 +136,7 @@ struct BlockCounting {
         WarpInstruction& w = pending[{site, thread / 32, occurrence, kind}];
         if (w.lanes == 0) {
             w.kind = kind;
-            w.size = static_cast<uint8_t>(std::min(size, 255u));
+            w.size = size;
         }
         w.lanes |= 1u << (thread % 32);
         w.addresses[thread % 32] = a;
@@ -228,6 +228,9 @@ struct KernelTotals {
 
 struct State {
     std::mutex mutex;
+    // Held from begin_launch to end_launch: one counted grid at a time, even when several host threads launch (the
+    // launch's state below is the process's).
+    std::mutex launch_mutex;
     KernelTotals since_reset, whole_run;
     // The launch running now (kernels run one at a time, also with asynchronous streams).
     std::string kernel_name;
@@ -326,6 +329,7 @@ bool enabled() {
 
 void begin_launch(const KernelInvocation& kernel, dim3 grid, dim3 block) {
     State& s = state();
+    s.launch_mutex.lock();  // released by end_launch, on this thread
     std::lock_guard lock(s.mutex);
     s.kernel_name = readable_kernel_name(kernel);
     s.grid = grid;
@@ -344,6 +348,10 @@ void begin_launch(const KernelInvocation& kernel, dim3 grid, dim3 block) {
 
 void end_launch() {
     State& s = state();
+    struct Release {
+        std::mutex& m;
+        ~Release() { m.unlock(); }
+    } release{s.launch_mutex};
     std::lock_guard lock(s.mutex);
     s.since_reset.row(s.kernel_name) += s.launch;
     s.whole_run.row(s.kernel_name) += s.launch;
@@ -407,6 +415,19 @@ void reset() {
     s.since_reset = {};
 }
 
+// Nested ignore scopes (the race build's annotations, which kernels/tensor_core.h uses): not counted inside.
+thread_local int ignore_depth = 0;
+thread_local BlockCounting* ignored_block = nullptr;
+void ignore_begin() {
+    if (ignore_depth++ == 0) {
+        ignored_block = counted_block;
+        counted_block = nullptr;
+    }
+}
+void ignore_end() {
+    if (ignore_depth > 0 && --ignore_depth == 0) counted_block = ignored_block;
+}
+
 // The hooks' bodies (out of the extern "C" block, so they can see this namespace's thread_local).
 void on_access(const void* address, unsigned size, bool store, const void* site) {
     if (BlockCounting* block = counted_block) [[unlikely]]
@@ -432,11 +453,20 @@ void __tsan_func_entry(void*) {}
 void __tsan_func_exit() {}
 void __tsan_vptr_update(void**, void*) {}
 void __tsan_vptr_read(void**) {}
-// kernels/tensor_core.h hides the backend's own bookkeeping from the race detector with these: nothing to do here.
-void AnnotateIgnoreReadsBegin(const char*, int) {}
-void AnnotateIgnoreReadsEnd(const char*, int) {}
-void AnnotateIgnoreWritesBegin(const char*, int) {}
-void AnnotateIgnoreWritesEnd(const char*, int) {}
+// kernels/tensor_core.h hides the backend's own work from the race detector with these (its bookkeeping, and in
+// this build the poison a cp.async leaves until it lands): here they stop counting until the matching End.
+void AnnotateIgnoreReadsBegin(const char*, int) {
+    cpu_backend::counting::ignore_begin();
+}
+void AnnotateIgnoreReadsEnd(const char*, int) {
+    cpu_backend::counting::ignore_end();
+}
+void AnnotateIgnoreWritesBegin(const char*, int) {
+    cpu_backend::counting::ignore_begin();
+}
+void AnnotateIgnoreWritesEnd(const char*, int) {
+    cpu_backend::counting::ignore_end();
+}
 #define ACCESS_HOOKS(N)                                                                              \
     void __tsan_read##N(void* a) { on_access(a, N, false, SITE); }                                   \
     void __tsan_write##N(void* a) { on_access(a, N, true, SITE); }                                   \
@@ -453,8 +483,7 @@ void __tsan_read_range(void* a, unsigned long size) { on_access(a, unsigned(size
 void __tsan_write_range(void* a, unsigned long size) { on_access(a, unsigned(size), true, SITE); }
 
 #define ATOMIC_HOOKS(N, T)                                                                                        \
-    T __tsan_atomic##N##_load(const volatile T* a, int) {                                                         \
-        on_atomic((const void*)a);                                                                                \
+    T __tsan_atomic##N##_load(const volatile T* a, int) { /* the read of a CAS loop: not an atomic operation */  \
         return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                                              \
     }                                                                                                             \
     void __tsan_atomic##N##_store(volatile T* a, T v, int) {                                                      \
@@ -489,17 +518,24 @@ void __tsan_write_range(void* a, unsigned long size) { on_access(a, unsigned(siz
         on_atomic((const void*)a);                                                                                \
         return __atomic_fetch_nand(a, v, __ATOMIC_SEQ_CST);                                                       \
     }                                                                                                             \
+    /* A compare-and-swap counts when it succeeds: a float atomicAdd's loop is one operation, however often  */  \
+    /* another worker made it retry.                                                                          */  \
     int __tsan_atomic##N##_compare_exchange_strong(volatile T* a, T* expected, T desired, int, int) {             \
-        on_atomic((const void*)a);                                                                                \
-        return __atomic_compare_exchange_n(a, expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);      \
+        const bool done =                                                                                         \
+            __atomic_compare_exchange_n(a, expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);         \
+        if (done) on_atomic((const void*)a);                                                                      \
+        return done;                                                                                              \
     }                                                                                                             \
     int __tsan_atomic##N##_compare_exchange_weak(volatile T* a, T* expected, T desired, int, int) {               \
-        on_atomic((const void*)a);                                                                                \
-        return __atomic_compare_exchange_n(a, expected, desired, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);       \
+        const bool done =                                                                                         \
+            __atomic_compare_exchange_n(a, expected, desired, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);          \
+        if (done) on_atomic((const void*)a);                                                                      \
+        return done;                                                                                              \
     }                                                                                                             \
     T __tsan_atomic##N##_compare_exchange_val(volatile T* a, T expected, T desired, int, int) {                   \
-        on_atomic((const void*)a);                                                                                \
+        const T wanted = expected;                                                                                \
         __atomic_compare_exchange_n(a, &expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);            \
+        if (expected == wanted) on_atomic((const void*)a);                                                        \
         return expected;                                                                                          \
     }
 ATOMIC_HOOKS(8, int8_t)

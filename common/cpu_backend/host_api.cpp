@@ -198,6 +198,24 @@ bool is_device_range(const void* address, size_t bytes) {
 
 }  // namespace
 
+int reported_sm_count() {
+    static const int count = [] {
+        if (const char* text = std::getenv("CUDA_CPU_SM_COUNT")) {
+            char* end = nullptr;
+            const long value = std::strtol(text, &end, 10);
+            if (*text == '\0' || *end != '\0' || value < 1 || value > 1024)
+                fatal("CUDA_CPU_SM_COUNT=%s: expected a whole number from 1 to 1024", text);
+            return static_cast<int>(value);
+        }
+#if defined(CUDA_TEACH_COUNTERS)
+        return 1;
+#else
+        return static_cast<int>(configured_workers());
+#endif
+    }();
+    return count;
+}
+
 void for_each_device_range(const std::function<void(const void*, size_t)>& f) {
     auto& m = memory();
     std::lock_guard lock(m.mutex);
@@ -457,7 +475,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
     prop->maxGridSize[2] = 65535;
     prop->major = 8;  // the backend emulates what this project uses of sm_80: mma.sync, ldmatrix, shuffles
     prop->minor = 0;
-    prop->multiProcessorCount = static_cast<int>(cpu_backend::configured_workers());
+    prop->multiProcessorCount = cpu_backend::reported_sm_count();
     prop->maxThreadsPerMultiProcessor = 1024;
     prop->l2CacheSize = 0;
     return cudaSuccess;
@@ -474,7 +492,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
             *value = cpu_backend::kDefaultSharedBytes;
             break;
         case cudaDevAttrMultiProcessorCount:
-            *value = static_cast<int>(cpu_backend::configured_workers());
+            *value = cpu_backend::reported_sm_count();
             break;
         case cudaDevAttrWarpSize:
             *value = 32;

@@ -21,6 +21,11 @@ cudaError_t record_error(cudaError_t error);
 [[noreturn]] void fatal(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
 unsigned configured_workers();
+// The SM count the device reports (host_api.cpp): CUDA_CPU_SM_COUNT if set (1-1024); else the workers (an "SM" is
+// a worker thread), and in the counting build 1, so that kernels that choose their launch by SM count (the GEMM
+// tiles) choose the same on every machine: the largest tiles. CUDA_CPU_SM_COUNT=132 makes them choose as on an
+// H100 or H200.
+int reported_sm_count();
 
 // --- guarded device buffers (host_api.cpp) ---------------------------------------------------------------------------
 // Checks the canaries around the device buffers that `kernel` was given; stops the program naming it if one changed.

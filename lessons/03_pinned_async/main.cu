@@ -75,7 +75,7 @@ int train(int argc, char** argv) {
         ledger.copy_to_device(resident_labels, train_set.labels.data(), train_set.count, compute);
         CUDA_CHECK(cudaStreamSynchronize(compute));  // the sources are pageable vectors: done before going on
     } else {
-        loader.emplace(ledger, train_set, o.batch, kSlots);
+        loader.emplace(ledger, train_set, o.batch, kSlots, &timer);  // &timer: its gathers on the --trace timeline
     }
     const auto slot_pixels = [&](int s) { return net.staged_pixels + size_t(s) * o.batch * kMnistPixels; };
     const auto slot_labels = [&](int s) { return net.staged_labels + size_t(s) * o.batch; };
