@@ -29,6 +29,7 @@ struct DevicePeaks {
     double fp32_flops = 0;         // per second
     double fp16_tensor_flops = 0;  // per second
     double dram_bytes_per_s = 0;   // 2 transfers per memory clock (DDR / HBM) × bus width
+    double h2d_bytes_per_s = 0;    // measured: the lesson's bandwidth probe, 64 MiB from pinned memory (0: not run)
 };
 // The peaks of a device with these properties (pure: the tests check it against published figures).
 DevicePeaks peaks_for(int major, int minor, int sm_count, double sm_clock_khz, double memory_clock_khz,

@@ -171,6 +171,10 @@ std::string timing_table(const EpochTiming& timing, const std::string& title, co
             percent = printf_string("%.1f", 100.0 * fraction);
         } else if (peaks.known && w.flops > 0) {
             percent = "?";  // a tensor-core phase on an architecture whose tensor rate the table leaves out
+        } else if (peaks.known && p == int(Phase::h2d) && t.bytes && peaks.h2d_bytes_per_s > 0) {
+            // Against what the bandwidth probe measured on this machine (64 MiB from pinned memory).
+            percent = printf_string("%.1f", 100.0 * EpochTiming::gb_per_s(t.bytes, t.ms) * 1e9 / peaks.h2d_bytes_per_s);
+            bound = "PCIe";
         }
         table.add_row({phase_name(Phase(p)), printf_string("%.2f", t.ms),
                        printf_string("%.1f", sum > 0 ? 100.0 * t.ms / sum : 0.0), std::to_string(t.calls),
@@ -194,6 +198,11 @@ std::string timing_table(const EpochTiming& timing, const std::string& title, co
                       peaks.fp32_flops / 1e12, peaks.fp16_tensor_flops / 1e12, peaks.dram_bytes_per_s / 1e9,
                       peaks.major, peaks.minor, peaks.sm_count, peaks.sm_clock_hz / 1e6);
         notes += line;
+        if (peaks.h2d_bytes_per_s > 0) {
+            std::snprintf(line, sizeof line, "  h2d %% of peak: of the bandwidth probe's 64 MiB pinned copy, %.2f GB/s\n",
+                          peaks.h2d_bytes_per_s / 1e9);
+            notes += line;
+        }
     } else {
         notes += "  % of peak: " + peaks.why_unknown + "\n";
     }
@@ -450,6 +459,7 @@ std::string RunReport::to_json() const {
                       {"fp32_flops", peaks_.fp32_flops},
                       {"fp16_tensor_flops", peaks_.fp16_tensor_flops},
                       {"dram_bytes_per_s", peaks_.dram_bytes_per_s}});
+        if (peaks_.h2d_bytes_per_s > 0) peaks["h2d_bytes_per_s_measured"] = peaks_.h2d_bytes_per_s;
     } else {
         peaks["why_unknown"] = peaks_.why_unknown;
     }

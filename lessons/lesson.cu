@@ -314,6 +314,10 @@ void Lesson::print_h2d_bandwidth_probe(size_t batch_bytes) {
         std::snprintf(cells[1], sizeof cells[1], "%.2f GB/s", from_pinned);
         table.add_row({format_bytes(bytes) + (bytes == batch_bytes ? " (one batch)" : ""), cells[0], cells[1]});
         const std::string size = bytes == batch_bytes ? "batch" : "64mib";
+        if (bytes == kLarge) {  // the h2d phase's limit in the final table (a GPU's: peaks_ is unknown otherwise)
+            peaks_.h2d_bytes_per_s = from_pinned * 1e9;
+            report_.set_device_peaks(peaks_);
+        }
         report_.add_result("h2d_probe_pageable_gb_per_s_" + size, from_pageable);
         report_.add_result("h2d_probe_pinned_gb_per_s_" + size, from_pinned);
     }

@@ -95,6 +95,14 @@ TEST_CASE("timing table with work: GFLOP/s, device GB/s, and % of peak only wher
     // 2 TFLOP/s of 19.49 fp32: 10.3 %, and 500 GB/s of 1555.2: 32.15 %: memory-bound, so 32.2 % of peak.
     CHECK(gpu.find("memory") != std::string::npos);
     CHECK(gpu.find(" 32.2 ") != std::string::npos);
+    // h2d against the bandwidth probe's measurement: 2.5 GB in 100 ms = 25 GB/s of a measured 50: 50 %, PCIe.
+    t.phases[int(Phase::h2d)] = {100.0, 10, 2'500'000'000};
+    DevicePeaks probed = a100;
+    CHECK(timing_table(t, "title", w, probed).find("PCIe") == std::string::npos);  // no probe: no figure
+    probed.h2d_bytes_per_s = 50e9;
+    const std::string with_probe = timing_table(t, "title", w, probed);
+    CHECK(with_probe.find(" 50.0   PCIe") != std::string::npos);
+    CHECK(with_probe.find("bandwidth probe's 64 MiB pinned copy, 50.00 GB/s") != std::string::npos);
 }
 
 TEST_CASE("phase timer trace: the first N steps of each epoch, steps ending at the optimizer", "[work][timer]") {
