@@ -23,6 +23,25 @@ std::string printf_string(const char* format, double value) {
     return text;
 }
 
+// The lines under a timing table: what the wall time covers and what the table cannot show (learners compare the
+// two sums).
+std::string timing_notes(const EpochTiming& timing) {
+    const double sum = timing.phases_ms();
+    std::string notes =
+        "  wall " + printf_string("%.2f", timing.wall_ms) +
+        " ms: the host clock around training only (data loading and test-set evaluation are not in it)\n";
+    if (sum <= timing.wall_ms) {
+        notes += "  " + printf_string("%.2f", timing.wall_ms - sum) +
+                 " ms in no phase (between phases: launch gaps, waits, bookkeeping)\n";
+    } else {
+        notes += "  phases may overlap (e.g. a copy on another stream), so their sum can exceed wall\n";
+    }
+    notes += "  host = the CPU's own work inside the training loop (e.g. gathering the next batch)";
+    // The clock's description says whether there were CUDA events at all (the reference trainer has none).
+    if (timing.clock.find("CUDA events") != std::string::npos) notes += "; GPU phases are timed with CUDA events";
+    return notes + "\n";
+}
+
 double seconds_now() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -132,21 +151,7 @@ std::string timing_table(const EpochTiming& timing, const std::string& title) {
     }
     table.add_rule();
     table.add_row({"phases", printf_string("%.2f", sum), "100.0", "", "", "", ""});
-    // What the wall time covers and what the table cannot show: learners compare the two sums.
-    std::string notes =
-        "  wall " + printf_string("%.2f", timing.wall_ms) +
-        " ms: the host clock around training only (data loading and test-set evaluation are not in it)\n";
-    if (sum <= timing.wall_ms) {
-        notes += "  " + printf_string("%.2f", timing.wall_ms - sum) +
-                 " ms in no phase (between phases: launch gaps, waits, bookkeeping)\n";
-    } else {
-        notes += "  phases may overlap (e.g. a copy on another stream), so their sum can exceed wall\n";
-    }
-    notes += "  host = the CPU's own work inside the training loop (e.g. gathering the next batch)";
-    // The clock's description says whether there were CUDA events at all (the reference trainer has none).
-    if (timing.clock.find("CUDA events") != std::string::npos) notes += "; GPU phases are timed with CUDA events";
-    notes += "\n";
-    return title + " — " + timing.clock + "\n" + table.render() + notes;
+    return title + " — " + timing.clock + "\n" + table.render() + timing_notes(timing);
 }
 
 std::string timing_table(const EpochTiming& timing, const std::string& title, const EpochWork& work,
@@ -185,8 +190,7 @@ std::string timing_table(const EpochTiming& timing, const std::string& title, co
     }
     table.add_rule();
     table.add_row({"phases", printf_string("%.2f", sum), "100.0", "", "", "", "", "", "", "", ""});
-    std::string notes = timing_table(timing, title);  // the plain table's notes (wall, gaps, host), below it
-    notes = notes.substr(notes.find("  wall "));
+    std::string notes = timing_notes(timing);
     notes += "  GFLOP/s, dev GB/s: each phase's FLOPs and the device-memory bytes it must move at least (each input read "
              "once, each output written once: common/phase_work.h), per second of its time\n";
     if (peaks.known) {

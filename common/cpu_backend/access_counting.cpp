@@ -378,13 +378,6 @@ void begin_block(const unsigned char* dynamic_shared, size_t dynamic_bytes, cons
     counted_block = &block;
 }
 
-Paused::Paused() : saved_(counted_block) {
-    counted_block = nullptr;
-}
-Paused::~Paused() {
-    counted_block = static_cast<BlockCounting*>(saved_);
-}
-
 void at_barrier() {
     if (counted_block) counted_block->flush();
 }
@@ -415,7 +408,7 @@ void reset() {
     s.since_reset = {};
 }
 
-// Nested ignore scopes (the race build's annotations, which kernels/tensor_core.h uses): not counted inside.
+// Nested ignore scopes (Paused, and the race build's annotations that kernels/tensor_core.h uses).
 thread_local int ignore_depth = 0;
 thread_local BlockCounting* ignored_block = nullptr;
 void ignore_begin() {

@@ -108,16 +108,16 @@ void at_barrier();
 void end_block();
 std::vector<KernelAccessCounts> by_kernel();
 void reset();
-// While one exists, this OS thread's accesses are not counted (the scheduler's own work inside a block).
+// Between these (nested), this OS thread's accesses are not counted: the backend's own work inside a block.
+void ignore_begin();
+void ignore_end();
+// ignore_begin() while it exists (the scheduler's warp collectives).
 class Paused {
   public:
-    Paused();
-    ~Paused();
+    Paused() { ignore_begin(); }
+    ~Paused() { ignore_end(); }
     Paused(const Paused&) = delete;
     Paused& operator=(const Paused&) = delete;
-
-  private:
-    void* saved_;
 };
 // The counting rules for one warp-level instruction: its active lanes' addresses, one access size.
 void count_warp_instruction(bool shared, unsigned size, uint32_t lanes, const uintptr_t* addresses,
