@@ -63,6 +63,7 @@ __host__ __device__ inline PhiloxBlock philox4x32_10(PhiloxBlock counter, Philox
 enum PhiloxStream : uint32_t {
     kPhiloxStreamInit = 0x1u,     // parameter initialization; the fourth word is the layer index
     kPhiloxStreamShuffle = 0x2u,  // per-epoch shuffle; the fourth word is the epoch
+    kPhiloxStreamAugment = 0x3u,  // lesson 08's augmentation (common/augment.h); the fourth word is the epoch
     kPhiloxStreamUser = 0x100u,   // first stream free for lessons (dropout, ...)
 };
 

@@ -6,6 +6,7 @@
 
 #include "common/reference_mlp.h"
 
+#include "common/augment.h"
 #include "common/philox.h"
 #include "common/reference_ops.h"
 #include "common/report.h"
@@ -246,7 +247,7 @@ int ReferenceMlp::count_correct(const double* inputs, const uint8_t* labels, int
 }
 
 void ReferenceMlp::normalize_batch(const MnistSplit& split, const std::vector<uint32_t>& order, size_t first,
-                                   int rows) {
+                                   int rows, int epoch) {
     if (config_.layer_sizes[0] != kMnistPixels) {
         throw std::invalid_argument("ReferenceMlp: MNIST needs 784 inputs, the model has " +
                                     std::to_string(config_.layer_sizes[0]));
@@ -254,6 +255,11 @@ void ReferenceMlp::normalize_batch(const MnistSplit& split, const std::vector<ui
     for (int r = 0; r < rows; ++r) {
         const uint32_t sample = order[first + r];
         const uint8_t* pixels = split.image(sample);
+        uint8_t augmented[kMnistPixels];
+        if (config_.augment && epoch > 0) {  // the image lesson 08's loader (or kernel) makes of this sample
+            augment_image(pixels, augment_params(philox_key(config_.seed), epoch, sample), augmented);
+            pixels = augmented;
+        }
         double* x = input_ + size_t(r) * kMnistPixels;
         for (int i = 0; i < kMnistPixels; ++i) x[i] = normalize_pixel(pixels[i]);  // float32, as on the GPU
         labels_[r] = split.labels[sample];
@@ -275,7 +281,7 @@ EpochResult ReferenceMlp::train_epoch(const MnistSplit& train, int epoch, PhaseT
         const int rows = static_cast<int>(std::min<size_t>(config_.batch, train.count - first));
         {
             MaybePhase phase(timer, Phase::normalize);
-            normalize_batch(train, order, first, rows);
+            normalize_batch(train, order, first, rows, epoch);
         }
         const StepResult step = train_step(input_, labels_, rows, timer);
         loss_sum += step.loss * rows;

@@ -13,7 +13,9 @@
 //     Philox stream kPhiloxStreamShuffle). Batch b of the epoch is order[b·B, min((b+1)·B, n)); the last batch may
 //     be smaller. gather_batch() copies one batch's pixels and labels into a (pinned) staging buffer.
 //   * inputs: normalize_pixel() (common/normalize_pixel.h, the same function the normalize kernel calls), in
-//     float32; the reference then works in float64.
+//     float32; the reference then works in float64. With `augment` (reference --augment, lesson 08) each training
+//     image is first augmented by augment_image(augment_params(seed, epoch, sample)) (common/augment.h), the
+//     function lesson 08's loader and kernel compute.
 //   * loss: mean softmax cross-entropy over the batch; the last layer has no ReLU.
 //   * sgd: v = momentum·v + g + wd·p; p -= lr·v.  adamw: see reference::adamw_step (t counts steps from 1).
 //     The learning rate of step t (from 0) is scheduled_lr(schedule, lr, t, total_steps) (cli.h): constant or cosine.
@@ -55,6 +57,7 @@ struct ReferenceConfig {
     long total_steps = 0;                           // steps in the whole run (cosine needs it; set before training)
     double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
     uint64_t seed = 1;
+    bool augment = false;  // lesson 08's random affine on every training image (common/augment.h), before normalizing
 
     // total_steps = options.epochs · ⌈train_count / batch⌉.
     static ReferenceConfig from_options(const TrainOptions& options, size_t train_count);
@@ -110,7 +113,9 @@ class ReferenceMlp {
     const MemoryLedger& memory() const { return ledger_; }
 
   private:
-    void normalize_batch(const MnistSplit& split, const std::vector<uint32_t>& order, size_t first, int rows);
+    // epoch > 0 with config.augment: the training images augmented for that epoch first.
+    void normalize_batch(const MnistSplit& split, const std::vector<uint32_t>& order, size_t first, int rows,
+                         int epoch = 0);
     void forward(const double* inputs, int rows);
     void backward(const double* inputs, int rows);  // from dlogits in output_grad_.back()
     void update();

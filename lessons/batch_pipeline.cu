@@ -21,33 +21,58 @@ void check_at_teardown(cudaError_t status, const char* what) {
 
 }  // namespace
 
+namespace {
+BatchPipeline::Options lesson03_path(bool resident, int batch) {
+    BatchPipeline::Options options;
+    options.resident = resident;
+    options.batch = batch;
+    return options;
+}
+}  // namespace
+
 BatchPipeline::BatchPipeline(Lesson& lesson, uint8_t* device_pixels, uint8_t* device_labels, bool resident, int batch)
-    : BatchPipeline(lesson, lesson.ledger, lesson.timer, device_pixels, device_labels, resident, batch) {}
+    : BatchPipeline(lesson, lesson.ledger, lesson.timer, device_pixels, device_labels, lesson03_path(resident, batch)) {
+}
+
+BatchPipeline::BatchPipeline(Lesson& lesson, uint8_t* device_pixels, uint8_t* device_labels, const Options& options)
+    : BatchPipeline(lesson, lesson.ledger, lesson.timer, device_pixels, device_labels, options) {}
 
 BatchPipeline::BatchPipeline(Lesson& lesson, MemoryLedger& ledger, PhaseTimer& timer, uint8_t* device_pixels,
                              uint8_t* device_labels, bool resident, int batch)
+    : BatchPipeline(lesson, ledger, timer, device_pixels, device_labels, lesson03_path(resident, batch)) {}
+
+BatchPipeline::BatchPipeline(Lesson& lesson, MemoryLedger& ledger, PhaseTimer& timer, uint8_t* device_pixels,
+                             uint8_t* device_labels, const Options& options)
     : lesson_(lesson),
       ledger_(ledger),
       timer_(timer),
       train_(lesson.data.train),
-      batch_(batch > 0 ? batch : lesson.options.batch),
-      resident_(resident),
+      batch_(options.batch > 0 ? options.batch : lesson.options.batch),
+      resident_(options.resident),
+      samples_on_device_(options.samples_on_device),
       device_pixels_(device_pixels),
       device_labels_(device_labels) {
+    if (options.workers < 1) throw std::invalid_argument("BatchPipeline: workers must be >= 1");
+    if (resident_ && (options.workers != 1 || options.fill))
+        throw std::invalid_argument("BatchPipeline: a resident training set has no loader to give workers or a fill");
     // Kernels go to `compute`, copies to `copy`: work on different streams may run at the same time.
     CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
-    // copied[s]: the copy into slot s is done. consumed[s]: the kernels that read device slot s are done.
-    for (int s = 0; s < kSlots; ++s) {
-        CUDA_CHECK(cudaEventCreateWithFlags(&copied_[s], cudaEventDisableTiming));
-        CUDA_CHECK(cudaEventCreateWithFlags(&consumed_[s], cudaEventDisableTiming));
-    }
+    // copied[h]: the copy out of host slot h is done. consumed[d]: the kernels that read device slot d are done.
+    copied_.resize(size_t(resident_ ? kSlots : std::max(kSlots, options.workers + 1)));
+    for (cudaEvent_t& event : copied_) CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    for (int s = 0; s < kSlots; ++s) CUDA_CHECK(cudaEventCreateWithFlags(&consumed_[s], cudaEventDisableTiming));
     try {
         if (resident_) {
             upload_training_set();
         } else {
+            if (samples_on_device_) {
+                order_on_device_ =
+                    ledger_.allocate<uint32_t>(MemoryCategory::input_staging, "epoch order", train_.count);
+            }
             // (A batch larger than the training set is one batch of all the images: the host slots need no more.)
-            loader_.emplace(ledger_, train_, int(std::min<size_t>(size_t(batch_), train_.count)), kSlots, &timer_);
+            loader_.emplace(ledger_, train_, int(std::min<size_t>(size_t(batch_), train_.count)), int(copied_.size()),
+                            &timer_, options.workers, options.fill, options.fill_name);
         }
     } catch (...) {  // the destructor does not run for a constructor that throws: release what exists
         release_streams_and_events();
@@ -74,10 +99,8 @@ BatchPipeline::~BatchPipeline() {
 void BatchPipeline::release_streams_and_events() {
     check_at_teardown(cudaStreamSynchronize(copy_), "cudaStreamSynchronize(copy)");
     check_at_teardown(cudaStreamSynchronize(compute_), "cudaStreamSynchronize(compute)");
-    for (int s = 0; s < kSlots; ++s) {
-        check_at_teardown(cudaEventDestroy(copied_[s]), "cudaEventDestroy(copied)");
-        check_at_teardown(cudaEventDestroy(consumed_[s]), "cudaEventDestroy(consumed)");
-    }
+    for (cudaEvent_t event : copied_) check_at_teardown(cudaEventDestroy(event), "cudaEventDestroy(copied)");
+    for (int s = 0; s < kSlots; ++s) check_at_teardown(cudaEventDestroy(consumed_[s]), "cudaEventDestroy(consumed)");
     check_at_teardown(cudaStreamDestroy(compute_), "cudaStreamDestroy(compute)");
     check_at_teardown(cudaStreamDestroy(copy_), "cudaStreamDestroy(copy)");
 }
@@ -98,22 +121,28 @@ void BatchPipeline::start_epoch(int epoch, size_t batches) {
     // An epoch cut short (lesson 07's last) hands the loader only the images it will read: it gathers nothing the
     // loop would not take, so the next epoch starts with every slot released.
     order.resize(std::min(order.size(), batches_ * size_t(batch_)));
-    if (resident_) {  // 4 bytes per image per epoch instead of 785
+    if (resident_ || samples_on_device_) {  // resident: 4 bytes per image per epoch instead of 785
+        // (On the compute stream, which is the one that reads it; the kernels of the last epoch that read the old
+        // order are queued before it there.)
         auto t = timer_.scope(Phase::h2d, compute_, order.size() * sizeof(uint32_t));
         ledger_.copy_to_device(order_on_device_, order.data(), order.size() * sizeof(uint32_t), compute_);
-        return;
+        if (resident_) return;
     }
-    loader_->start_epoch(std::move(order));
-    BatchLoader::Batch first;
-    {
-        auto t = timer_.scope(Phase::host);  // the host waits for the loader thread's first batch
-        first = loader_->next();
-    }
-    prefetch(first);
+    loader_->start_epoch(std::move(order), epoch);
+    prefetch(next_from_loader());  // the host waits for the loader's first batch
+}
+
+BatchLoader::Batch BatchPipeline::next_from_loader() {
+    auto t = timer_.scope(Phase::host);
+    return loader_->next();
+}
+
+BatchLoader::Throughput BatchPipeline::loader_throughput() {
+    return loader_ ? loader_->throughput() : BatchLoader::Throughput{};
 }
 
 void BatchPipeline::prefetch(const BatchLoader::Batch& batch) {
-    const int s = batch.slot;
+    const int s = int(batch.index % kSlots), h = batch.slot;  // device slot, host slot
     if (!read_done_[s]) {  // rule 1 would wait on a stale consumed[s]: a silent race, so refused
         throw std::logic_error("BatchPipeline: a batch copied into slot " + std::to_string(s) +
                                " before done_reading() marked the slot's previous batch read");
@@ -129,9 +158,9 @@ void BatchPipeline::prefetch(const BatchLoader::Batch& batch) {
         ledger_.copy_to_device(labels, batch.labels, batch.rows, copy_);
     }
     image_bytes_ += pixel_bytes;
-    CUDA_CHECK(cudaEventRecord(copied_[s], copy_));
-    // Rule 2: the loader refills host slot s only after copied[s] (batch_loader.h) — the copy reads it later.
-    loader_->release(s, copied_[s]);
+    CUDA_CHECK(cudaEventRecord(copied_[h], copy_));
+    // Rule 2: the loader refills host slot h only after copied[h] (batch_loader.h) — the copy reads it later.
+    loader_->release(h, copied_[h]);
 }
 
 BatchPipeline::DeviceBatch BatchPipeline::wait_for_batch(size_t b) {
@@ -144,6 +173,7 @@ BatchPipeline::DeviceBatch BatchPipeline::wait_for_batch(size_t b) {
     batch.slot = resident_ ? 0 : int(b % kSlots);
     batch.pixels = slot_pixels(batch.slot);
     batch.labels = slot_labels(batch.slot);
+    if (order_on_device_ != nullptr) batch.samples = order_on_device_ + b * size_t(batch_);
     if (resident_) {  // the batch is gathered on the device, from the resident training set, in the epoch's order
         auto t = timer_.scope(Phase::normalize, compute_);
         gather_rows(resident_pixels_, resident_labels_, order_on_device_, b * size_t(batch_), batch.rows, kMnistPixels,
@@ -152,7 +182,7 @@ BatchPipeline::DeviceBatch BatchPipeline::wait_for_batch(size_t b) {
     }
     // Rule 3: the kernels read slot s only after its copy (the stall is timed).
     timer_.begin(Phase::input_wait, compute_);
-    CUDA_CHECK(cudaStreamWaitEvent(compute_, copied_[batch.slot]));
+    CUDA_CHECK(cudaStreamWaitEvent(compute_, copied_[b % copied_.size()]));  // host slot of batch b
     timer_.end(Phase::input_wait, compute_);
     return batch;
 }
@@ -164,12 +194,7 @@ void BatchPipeline::done_reading(const DeviceBatch& batch) {
 
 void BatchPipeline::prefetch_next(size_t b) {
     if (resident_ || b + 1 >= batches_) return;
-    BatchLoader::Batch next;
-    {
-        auto t = timer_.scope(Phase::host);
-        next = loader_->next();
-    }
-    prefetch(next);
+    prefetch(next_from_loader());
 }
 
 void BatchPipeline::report_copies(Lesson& lesson) const {

@@ -43,14 +43,27 @@ class BatchPipeline {
         return train.count * (kMnistPixels + 1 + sizeof(uint32_t));
     }
 
+    // What lesson 08 changes (the defaults are lesson 03's path): loader workers, what they do to a batch, and the
+    // batch's sample indices on the device (for a kernel that needs them, as lesson 08's augmentation does).
+    struct Options {
+        bool resident = false;
+        int batch = 0;                          // rows per batch (0: the lesson's --batch)
+        int workers = 1;                        // loader threads; host staging slots: max(kSlots, workers + 1)
+        BatchLoader::FillBatch fill = nullptr;  // null: gather (copy the samples' pixels and labels)
+        const char* fill_name = "gather";       // the fill's name on the --trace timeline
+        bool samples_on_device = false;         // upload each epoch's order (4 bytes per image): DeviceBatch::samples
+    };
+
     // `device_pixels`/`device_labels`: the model's staging slots (staging_slots(resident) of `batch` rows each).
-    // `batch`: rows per batch (0: the lesson's --batch). Creates the two streams and the events; starts the loader
-    // thread, or uploads the training set when resident.
+    // Creates the two streams and the events; starts the loader thread(s), or uploads the training set when resident.
     BatchPipeline(Lesson& lesson, uint8_t* device_pixels, uint8_t* device_labels, bool resident = false, int batch = 0);
-    // The same with the buffers of another ledger and timer (a comparison run of lesson 05 or 06, a point of lesson
-    // 07's sweep).
+    BatchPipeline(Lesson& lesson, uint8_t* device_pixels, uint8_t* device_labels, const Options& options);
+    // The same with the buffers of another ledger and timer (a comparison run of lesson 05, 06 or 08, a point of
+    // lesson 07's sweep).
     BatchPipeline(Lesson& lesson, MemoryLedger& ledger, PhaseTimer& timer, uint8_t* device_pixels,
                   uint8_t* device_labels, bool resident = false, int batch = 0);
+    BatchPipeline(Lesson& lesson, MemoryLedger& ledger, PhaseTimer& timer, uint8_t* device_pixels,
+                  uint8_t* device_labels, const Options& options);
     ~BatchPipeline();  // stops the loader (it may wait on an event), waits for both streams, destroys them
     BatchPipeline(const BatchPipeline&) = delete;
     BatchPipeline& operator=(const BatchPipeline&) = delete;
@@ -65,10 +78,11 @@ class BatchPipeline {
     size_t batches() const { return batches_; }  // this epoch's, after start_epoch
 
     struct DeviceBatch {
-        const uint8_t* pixels = nullptr;  // device, [rows × 784] uint8
-        const uint8_t* labels = nullptr;  // device, [rows]
-        int rows = 0;                     // the last batch of an epoch may be smaller
-        int slot = 0;
+        const uint8_t* pixels = nullptr;    // device, [rows × 784] uint8
+        const uint8_t* labels = nullptr;    // device, [rows]
+        const uint32_t* samples = nullptr;  // device, [rows]: training-set indices (Options::samples_on_device)
+        int rows = 0;                       // the last batch of an epoch may be smaller
+        int slot = 0;                       // device slot
     };
     // Rule 3: the compute stream waits for batch b's copy (timed as input wait); resident: gathers batch b.
     // b < batches(), else std::logic_error.
@@ -84,8 +98,14 @@ class BatchPipeline {
     // After training: report_copies (below) with this pipeline's figures.
     void report_copies(Lesson& lesson) const;
 
+    // The loader's figures (BatchLoader::throughput: images, busy time, the training loop's waits for it; zero
+    // when resident).
+    BatchLoader::Throughput loader_throughput();
+    uint64_t image_bytes_copied() const { return image_bytes_; }  // this epoch's so far
+
   private:
     void prefetch(const BatchLoader::Batch& batch);  // rules 1 and 2
+    BatchLoader::Batch next_from_loader();           // the host waits for the loader (timed as host)
     void upload_training_set();                      // --resident
     void release_streams_and_events();               // the destructor's, and a failed constructor's
     int rows_of(size_t b) const;
@@ -98,14 +118,18 @@ class BatchPipeline {
     const MnistSplit& train_;
     const int batch_;
     const bool resident_;
+    const bool samples_on_device_;
     uint8_t* const device_pixels_;
     uint8_t* const device_labels_;
     cudaStream_t compute_ = nullptr, copy_ = nullptr;
-    cudaEvent_t copied_[kSlots] = {}, consumed_[kSlots] = {};
+    // copied_[h]: the copy out of host slot h is done (rules 2 and 3); consumed_[d]: the kernels reading device
+    // slot d are done (rule 1). One host slot per batch in flight: more than kSlots with several workers.
+    std::vector<cudaEvent_t> copied_;
+    cudaEvent_t consumed_[kSlots] = {};
     std::optional<BatchLoader> loader_;   // declared after the events it waits on: destroyed first (and explicitly)
     uint8_t* resident_pixels_ = nullptr;  // --resident: the training set on the device
     uint8_t* resident_labels_ = nullptr;
-    uint32_t* order_on_device_ = nullptr;  // --resident: the epoch's order
+    uint32_t* order_on_device_ = nullptr;  // --resident, samples_on_device: the epoch's order
     size_t batches_ = 0;                   // batches read this epoch
     uint64_t image_bytes_ = 0;
     bool read_done_[kSlots] = {true, true};  // done_reading() since the slot's last copy (checked by prefetch)

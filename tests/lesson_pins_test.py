@@ -4,7 +4,8 @@
 Runs each lesson executable of a cpu build tree with two short configurations on a generated dataset (the same
 bytes on every machine: a fixed-seed generator written here) and compares what the run computed — the weights
 checksum, every epoch's loss and accuracies, every step's loss where the lesson reports it, and the comparison
-tables' non-timing figures (lesson 05's precisions, lesson 06's policies, lesson 07's sweep) — with
+tables' non-timing figures (lesson 05's precisions, lesson 06's policies, lesson 07's sweep, lesson 08's data
+paths) — with
 tests/lesson_pins.json, recorded from the tree before the lessons were restructured (issue 21).
 
     python3 tests/lesson_pins_test.py BUILD_DIR            compare (ctest runs this in the plain cpu tree)
@@ -45,10 +46,12 @@ CONFIGS = {
         "--limit 300 --test-limit 100 --hidden 64 --batches 16,50 --samples 200 --no-largest",
         "--limit 181 --test-limit 37 --hidden 48 --batches 37 --samples 150 --lr-scaling linear --no-largest",
     ],
+    "08_data_loading": [COMMON_A + " --augment host --workers 3 --compare-steps 2",
+                        COMMON_B + " --augment device --compare-steps 0"],
 }
 
 # Keys whose values are times or depend on the machine: not pinned.
-UNPINNED = re.compile(r"second|_ms$|^ms$|per_s|bandwidth|gb_per|time|hidden_fraction|wall|usable|largest|probe_bytes")
+UNPINNED = re.compile(r"second|_ms$|^ms$|per_s|bandwidth|gb_per|time|hidden_fraction|busy|wall|usable|largest|probe_bytes")
 
 
 def write_idx(path, images, labels, count):

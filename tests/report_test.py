@@ -3,8 +3,9 @@
 
     python3 tests/report_test.py      (needs matplotlib: Debian's python3-matplotlib; no build, GPU or MNIST needed)
 
-Lessons 01-04 have the shape RunReport::to_json() writes (common/report.cpp); lessons 05-07 are fixtures with the
-results keys their charts read (precision_runs, checkpoint_runs, batch_sweep), written before those lessons exist.
+Lessons 01-04 have the shape RunReport::to_json() writes (common/report.cpp); lessons 05-08 are fixtures with the
+results keys their charts read (precision_runs, checkpoint_runs, batch_sweep, loader_runs), written before those
+lessons existed.
 """
 
 import importlib.util
@@ -23,7 +24,7 @@ except ImportError:
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "report.py")
 CHARTS = ("time_per_phase.png", "h2d_bytes.png", "timelines.png", "peak_memory.png", "accuracy.png",
-          "gemm_steps.png", "precision.png", "checkpointing.png", "batch_sweep.png")
+          "gemm_steps.png", "precision.png", "checkpointing.png", "batch_sweep.png", "data_loading.png")
 MIB = 1024 * 1024
 CPU_NOTE = "CPU-backend numbers"
 
@@ -132,6 +133,30 @@ def lessons_05_to_07():
     return [l05, l06, l07]
 
 
+def loader_run(mode, workers, steps, loader_wait, kernels, wall, images_per_second):
+    """A row of lesson 08's results.loader_runs (lessons/08_data_loading/loader_comparison.cu), ms per step."""
+    return {"mode": mode, "workers": workers, "steps": steps, "loader_stall_ms_per_step": loader_wait,
+            "back_pressure_ms_per_step": 0.0,
+            "input_wait_ms_per_step": 0.0, "h2d_ms_per_step": 0.01, "kernels_ms_per_step": kernels,
+            "wall_ms_per_step": wall, "kernels_busy_fraction": kernels / wall,
+            "loader_images_per_second": images_per_second, "image_bytes_per_image": 784.0, "test_accuracy": 0.245}
+
+
+def lesson_08():
+    l08 = lesson("08", "data_loading", 1003520, 2.0, [0.86])
+    l08["config"].update({"augment": "host", "workers": 3})
+    l08["results"]["loader_runs"] = [
+        loader_run("none", 1, 3, 0.02, 58.0, 59.0, 2.5e6),
+        loader_run("host", 1, 3, 40.0, 58.0, 99.0, 1300.0),  # under the pace: the step waits for it
+        loader_run("host", 2, 3, 0.74, 58.57, 59.35, 131310.0),
+        loader_run("host", 4, 3, 0.1, 58.0, 58.5, 260000.0),
+        loader_run("host", 3, 3, 0.3, 58.0, 58.4, 200000.0),  # the main run's --workers, not among 1, 2, 4
+        loader_run("device", 1, 3, 0.05, 60.0, 60.2, 2.4e6),
+        loader_run("host", 3, 20, 0.3, 58.0, 60.0, 195000.0),  # the main run, last: more steps
+    ]
+    return l08
+
+
 class ReportTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -149,7 +174,7 @@ class ReportTest(unittest.TestCase):
             with open(path, "w", encoding="utf-8") as f:
                 json.dump(r, f)
             paths.append(path)
-            if r["program"][6:8] in ("01", "02", "03"):  # the --trace timeline make report writes beside it
+            if r["program"][6:8] in ("01", "02", "03", "08"):  # the --trace timeline make report writes beside it
                 with open(path[:-5] + ".trace.json", "w", encoding="utf-8") as f:
                     json.dump(trace_of_lesson(r["program"]), f)
         return paths
@@ -168,8 +193,8 @@ class ReportTest(unittest.TestCase):
             self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n", name)
         self.assertGreater(os.path.getsize(path), 10000, f"{name}: too small to hold a chart")
 
-    def test_every_chart_with_all_seven_lessons(self):
-        paths = self.write_reports(lessons_01_to_04() + lessons_05_to_07())
+    def test_every_chart_with_all_eight_lessons(self):
+        paths = self.write_reports(lessons_01_to_04() + lessons_05_to_07() + [lesson_08()])
         result = self.run_script(*paths, "--out", self.out, "--command", "cmake --build build/x --target lessons",
                                  "--command", "build/x/lessons/lesson01_naive_fp32 --json a.json")
         self.assertEqual(result.returncode, 0, result.stderr)
@@ -195,21 +220,26 @@ class ReportTest(unittest.TestCase):
         row07 = [line for line in readme.splitlines() if line.startswith("| lesson07_batch_size |")]
         self.assertEqual(len(row07), 1, readme)
         self.assertTrue(row07[0].rstrip().endswith("| 88.00% |"), row07[0])  # its accuracy, not 0.00%
-        self.assertIn("| fp16-weights |", readme)  # the tables of the runs behind charts 6-8
+        self.assertIn("| fp16-weights |", readme)  # the tables of the runs behind charts 6-9
         self.assertIn("| every-other |", readme)
         self.assertIn("| 2048 |", readme)
+        self.assertIn("| mode | workers | steps | loader_stall_ms_per_step | back_pressure_ms_per_step |", readme)
+        self.assertIn("| host | 3 | 20 | 0.3 |", readme)  # lesson 08's main run, the last row
+        self.assertIn("emulated GPU share the machine's cores", readme)  # the CPU backend's caveat, in the caption
 
     def test_absent_lessons_are_skipped_with_one_line_each_and_stale_charts_removed(self):
         os.makedirs(self.out)
-        for name in CHARTS[6:] + ("README.md",):  # as an earlier run with lessons 05-07 left them
+        for name in CHARTS[6:] + ("README.md",):  # as an earlier run with lessons 05-08 left them
             with open(os.path.join(self.out, name), "w", encoding="utf-8") as f:
                 f.write("stale")
         result = self.run_script(*self.write_reports(lessons_01_to_04()), "--out", self.out)
         self.assertEqual(result.returncode, 0, result.stderr)
         skips = [line for line in result.stdout.splitlines() if "skipping" in line]
-        self.assertEqual(len(skips), 4, result.stdout)
-        for skip, key in zip(skips, ("precision_runs", "checkpoint_runs", "batch_sweep", "GPU run")):
+        self.assertEqual(len(skips), 5, result.stdout)
+        for skip, key in zip(skips, ("precision_runs", "checkpoint_runs", "batch_sweep", "loader_runs", "GPU run")):
             self.assertIn(key, skip)
+        self.assertIn('skipping 9. Lesson 08: the data-loading bottleneck: no report has results["loader_runs"] '
+                      '(written by lesson 08)', skips[3])
         for name in CHARTS[:6]:
             self.assert_png(name)
         for name in CHARTS[6:]:
@@ -221,12 +251,12 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(sorted(os.listdir(self.out)), sorted(["README.md"] + list(CHARTS[:6])))  # no .tmp left
 
     def test_gpu_and_mixed_numbers_are_said_on_every_chart(self):
-        gpu = lessons_01_to_04() + lessons_05_to_07()
+        gpu = lessons_01_to_04() + lessons_05_to_07() + [lesson_08()]
         for r in gpu:
             r["backend"], r["device"] = "cuda", "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB, driver 13.0)"
         mixed = lessons_01_to_04()
         mixed[1]["backend"] = "cuda"  # lesson 02 on a GPU: the charts of every lesson mix; lesson 04's own does not
-        for case, notes, absent in ((gpu, ["GPU numbers: NVIDIA H200"] * 8, "CPU"),
+        for case, notes, absent in ((gpu, ["GPU numbers: NVIDIA H200"] * 9, "CPU"),
                                     (mixed, ["MIXED"] * 4 + [CPU_NOTE], None)):
             self.assert_notes(self.report.draw(case), notes, absent)
 
@@ -262,8 +292,8 @@ class ReportTest(unittest.TestCase):
 
     def test_figures(self):
         """What the charts plot: checked on the figures' artists, not on pixels."""
-        charts = self.report.draw(lessons_01_to_04() + lessons_05_to_07())
-        self.assert_notes(charts, [CPU_NOTE] * 8, "GPU numbers")  # every chart says its numbers are CPU-backend ones
+        charts = self.report.draw(lessons_01_to_04() + lessons_05_to_07() + [lesson_08()])
+        self.assert_notes(charts, [CPU_NOTE] * 9, "GPU numbers")  # every chart says its numbers are CPU-backend ones
         drawn = {name: figure for name, _, figure, _ in charts}
         # 1: the stacks add up to the sum of the phases: 40 + 300 + 600 + 80 (+ 20 h2d where there is one)
         ax = drawn["time_per_phase.png"].axes[0]
@@ -308,6 +338,23 @@ class ReportTest(unittest.TestCase):
                                                                         "2048"])
         self.assertIn("the largest that fits, 1,536", ax.get_xlabel())
         self.assertIn(1536, [line.get_xdata()[0] for line in ax.lines])  # the dashed line
+        # 9: per run, a step's parts stacked, the rest of the wall time as "other"; the main run last and marked
+        stack, capacity = drawn["data_loading.png"].axes[:2]
+        labels = [t.get_text() for t in stack.get_yticklabels()]
+        self.assertEqual(labels, ["none, 1 worker", "host, 1 worker", "host, 2 workers", "host, 4 workers",
+                                  "host, 3 workers", "device, 1 worker", "host, 3 workers (main run)"])
+        legend = [t.get_text() for t in stack.get_legend().get_texts()]
+        self.assertEqual(legend, ["wall", "loader stall", "back-pressure", "input wait", "h2d", "kernels", "other"])
+        other = stack.containers[5]  # the sixth stack of bars: 99 - (40 + 0 + 0 + 0.01 + 58) ms for host, 1 worker
+        self.assertAlmostEqual(other[1].get_width(), 0.99)
+        self.assertAlmostEqual(other[1].get_x() + other[1].get_width(), 99.0)
+        self.assertIn("wall 59.4 ms\nkernels 98.7%", [t.get_text() for t in stack.texts])
+        self.assertEqual(capacity.get_xscale(), "log")
+        self.assertIn("131,310", [t.get_text() for t in capacity.texts])
+        paces = capacity.collections[0].get_segments()  # the training's pace: 128 images per 99 ms
+        self.assertAlmostEqual(paces[1][0][0], 128 * 1000 / 99.0)
+        # A report without loader_runs draws nothing: the skip reason names the key and the lesson.
+        self.assertIn("written by lesson 08", self.report.chart_data_loading(lessons_01_to_04()))
 
     def test_counting_build_chart_from_bench_once_csv(self):
         counts = os.path.join(self.tmp.name, "access_counts.csv")
@@ -332,7 +379,7 @@ class ReportTest(unittest.TestCase):
             f.write("step,global_ld_requests\nhgemm 1 warp_tile,5\n")
         result = self.run_script(*paths, "--out", self.out, "--counts", counts)
         self.assertEqual(result.returncode, 0, result.stderr)
-        self.assertIn("skipping 10. GEMM steps", result.stdout)
+        self.assertIn("skipping 11. GEMM steps", result.stdout)
         self.assertFalse(os.path.exists(os.path.join(self.out, "gemm_counts.png")))
 
     def test_broken_file_exits_2_with_one_message(self):

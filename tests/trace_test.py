@@ -8,7 +8,7 @@ the Trace Event format (a traceEvents list; metadata naming the process and ever
 ph "X", ts and dur in microseconds, pid and tid), slices on one track are nested or disjoint and in time order, only
 the first --trace-steps steps of each epoch are there, and the tracks and phase names are the lesson's: lesson 01's
 host-normalized data on one stream (h2d, forward, loss, backward, optimizer), lesson 03's copies on a stream of their
-own and its loader thread's gathers on a third. Lesson 03 once more with asynchronous streams (CUDA_CPU_ASYNC=1), where the backend runs the copy stream beside
+own and its loader thread's gathers on a third; lesson 08's loader workers each on a track of their own. Lesson 03 once more with asynchronous streams (CUDA_CPU_ASYNC=1), where the backend runs the copy stream beside
 the compute stream: a copy slice must overlap a compute slice, the picture that lesson is about.
 """
 import json
@@ -105,6 +105,13 @@ def main():
         overlapping = [c for c in copies for k in compute
                        if c["ts"] < k["ts"] + k["dur"] and k["ts"] < c["ts"] + c["dur"]]
         check(overlapping, "03 async: a copy slice overlaps a compute slice (the copy hidden behind compute)")
+
+        names, tracks = slices_by_track(run(build, "08_data_loading", data, os.path.join(folder, "08.json"),
+                                            ["--augment", "host", "--workers", "2", "--compare-steps", "0"]), "08")
+        workers = [t for t in tracks if names.get(t, "").startswith("loader worker")]
+        # (Which worker fills which batch is up to the scheduler: one worker may have filled every traced batch.)
+        check(1 <= len(workers) <= 2 and all("gather + augment" in {s["name"] for s in tracks[t]} for t in workers),
+              f"08: each loader worker's fills on a track of its own: {names}")
 
         done = subprocess.run([os.path.join(build, "lessons", "lesson01_naive_fp32"), "--trace",
                                os.path.join(folder, "no", "such", "dir", "t.json")],

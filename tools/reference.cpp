@@ -65,19 +65,26 @@ int run(int argc, char** argv) {
             "Trains an MLP on MNIST on the CPU in float64 (plain C++, one thread): the reference a lesson's loss\n"
             "and accuracy are compared with. Same Philox initialization and batch order as the lessons.",
             options);
+    bool augment = false;
+    cli.add_flag("--augment", &augment,
+                 "augment every training image as lesson 08 does (random affine: common/augment.h), from the same "
+                 "Philox(seed, epoch, sample) parameters");
     cli.parse_or_exit(argc, argv);  // also checks that --json FILE can be written
     require_model_fits_or_exit(program, ReferenceConfig::from_options(options, 0));
 
     const MnistDataset data = load_mnist_or_exit(program, options.data_dir, options.limit, options.test_limit);
     require_batch_fits_or_exit(program, options.batch, data.train.count);
-    const ReferenceConfig config = ReferenceConfig::from_options(options, data.train.count);
+    ReferenceConfig config = ReferenceConfig::from_options(options, data.train.count);
+    config.augment = augment;
 
     const std::string device = "CPU reference: float64, one thread (no GPU, no CPU backend)";
-    std::printf("%s\n%s\n%s\n", device.c_str(), data.describe().c_str(), format_config(options).c_str());
+    std::printf("%s\n%s\n%s%s\n", device.c_str(), data.describe().c_str(), format_config(options).c_str(),
+                augment ? ", every training image augmented (random affine, as lesson 08)" : "");
     RunReport report(program);
     report.set_device(device);
     report.set_data(data.describe());
     report.add_options(options);
+    report.add_config("augment", augment);
 
     ReferenceMlp model(config);
     PhaseTimer timer(TimerClock::host);

@@ -16,6 +16,7 @@ its numbers are GPU numbers or CPU-backend numbers (the reports' "backend" and "
     precision.png        lesson 05: results.precision_runs (accuracy, stalled updates, underflow with/without scaling)
     checkpointing.png    lesson 06: results.checkpoint_runs (activation memory against time per policy)
     batch_sweep.png      lesson 07: results.batch_sweep (samples/s and peak memory against batch size)
+    data_loading.png     lesson 08: results.loader_runs (a step's time by what it waited for; the loader's images/s)
 
 A chart whose data no report has (a lesson not written yet, or not run) is skipped with one line saying so, and a
 PNG of it left by an earlier run is removed, so OUT never shows stale charts. Exit codes: 0 done, 1 matplotlib
@@ -734,6 +735,118 @@ def chart_batch_sweep(reports):
     return figure, caption
 
 
+
+# A step's time in lesson 08, as its table splits it (lessons/08_data_loading/loader_comparison.cu), in stack order.
+LOADER_PARTS = (("loader_stall_ms_per_step", "loader stall"), ("back_pressure_ms_per_step", "back-pressure"),
+                ("input_wait_ms_per_step", "input wait"), ("h2d_ms_per_step", "h2d"),
+                ("kernels_ms_per_step", "kernels"))
+
+
+def loader_run_label(run, index, main):
+    """'host, 2 workers' as the lesson's LoaderMode::label() writes it; the main run (the last row) says so."""
+    label = str(run["mode"]) if isinstance(run.get("mode"), str) else f"run {index + 1}"
+    workers = run.get("workers")
+    if isinstance(workers, int) and not isinstance(workers, bool):
+        label += f", {workers} worker{'' if workers == 1 else 's'}"
+    return label + (" (main run)" if main else "")
+
+
+def ms_text(value):
+    return f"{value:,.3g}" if value < 100 else f"{value:,.0f}"
+
+
+def chart_data_loading(reports):
+    report, runs = runs_of(reports, "loader_runs")
+    if report is None:
+        return runs + " (written by lesson 08)"
+    if not any(finite(run.get(key)) for run in runs for key, _ in LOADER_PARTS):
+        return 'results["loader_runs"] has no run with times per step'
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    labels = [loader_run_label(run, i, i == len(runs) - 1) for i, run in enumerate(runs)]
+    figure, (stack, capacity) = new_figure("Lesson 08: the data-loading bottleneck", [report], 14.0,
+                                           max(4.5, 0.5 * len(runs) + 2.5), 1, 2)
+    y = list(range(len(runs)))
+    palette = colors(len(PHASES) + 1)
+    # The phases' colors where the part is a phase; kernels take forward's (the bulk of them), the loader's stall
+    # the one color no phase uses, back-pressure (a wait for the device) a neutral one.
+    part_colors = (palette[len(PHASES)], "tan", palette[PHASES.index("input_wait")],
+                   palette[PHASES.index("h2d")], palette[PHASES.index("forward")])
+    lefts = [0.0] * len(runs)
+    for (key, name), color in zip(LOADER_PARTS, part_colors):
+        values = [v or 0.0 for v in values_of(runs, key)]
+        stack.barh(y, values, 0.6, left=lefts, label=name, color=color)
+        lefts = [left + v for left, v in zip(lefts, values)]
+    walls = values_of(runs, "wall_ms_per_step")
+    # What the wall time holds beyond the four parts (the host's own work, launch gaps); none where they overlap
+    # (on a GPU the host waits for the loader while the kernels it queued run), and then the stack passes the dash.
+    others = [max(wall - left, 0.0) if wall is not None else 0.0 for wall, left in zip(walls, lefts)]
+    stack.barh(y, others, 0.6, left=lefts, label="other", color="lightgray")
+    points = [(i, wall) for i, wall in zip(y, walls) if wall is not None]
+    if points:
+        stack.vlines([wall for _, wall in points], [i - 0.33 for i, _ in points], [i + 0.33 for i, _ in points],
+                     colors="black", linewidths=2.5, zorder=3, label="wall")
+    busy = values_of(runs, "kernels_busy_fraction")
+    for i, (left, wall, fraction) in enumerate(zip(lefts, walls, busy)):
+        text = f"wall {ms_text(wall)} ms" if wall is not None else f"{ms_text(left)} ms"
+        if fraction is not None:
+            text += f"\nkernels {percent(fraction, 1)}"
+        stack.annotate(text, (max(left, wall or 0), i), xytext=(4, 0), textcoords="offset points", ha="left",
+                       va="center", fontsize=8)
+    ends = [max(left, wall or 0) for left, wall in zip(lefts, walls)]
+    stack.set_xlim(0, 1.35 * max(ends) if max(ends) > 0 else 1)  # room for the labels right of the bars
+    stack.set_yticks(y, labels)
+    stack.invert_yaxis()  # the first run on top, the main run last
+    stack.set_xlabel("ms per training step (the mean over the run's steps)")
+    stack.set_title("a step's time, by what it waited for", fontsize=10)
+    thousands(stack, "x")
+    # Under the panel rather than beside it, which would push the two panels apart.
+    stack.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, fontsize=8, frameon=False)
+
+    images = values_of(runs, "loader_images_per_second")
+    batch = cl.number(cl.get(report, "config", "batch"))
+    # The pace the training took images at: a loader whose workers can fill fewer than this holds the step up.
+    paces = [batch * 1000 / wall if batch and wall else None for wall in walls]
+    positive = [v for v in images + paces if v is not None and v > 0]
+    floor = min(positive, default=1) / 3  # a log axis has no 0: bars start at its left edge
+    for i, value in enumerate(images):
+        if value is not None and value > 0:
+            capacity.barh([i], [value - floor], 0.6, left=floor, color=palette[len(PHASES)])
+            capacity.annotate(f"{value:,.0f}", (value, i), xytext=(4, 0), textcoords="offset points", ha="left",
+                              va="center", fontsize=8)
+        else:
+            capacity.annotate("not measured", (0.01, i), xycoords=("axes fraction", "data"), ha="left", va="center",
+                              fontsize=8, color="gray")
+    points = [(i, pace) for i, pace in zip(y, paces) if pace is not None]
+    if points:
+        capacity.vlines([pace for _, pace in points], [i - 0.33 for i, _ in points], [i + 0.33 for i, _ in points],
+                        colors="black", linewidths=2.5, zorder=3, label="the training's pace\n(batch ÷ wall per step)")
+        legend_outside(capacity)
+    capacity.set_xscale("log")
+    capacity.set_xlim(floor, max(positive, default=10) * 10)  # room for the labels
+    capacity.xaxis.set_minor_formatter(NullFormatter())
+    capacity.set_yticks(y, labels)
+    capacity.invert_yaxis()
+    capacity.set_xlabel("images per second (log scale)")
+    capacity.set_title("what the loader's workers can fill when they never wait", fontsize=10)
+    # 1k, 10k, 1M: "1,000,000" beside "10,000,000" would run into each other.
+    capacity.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1e6:g}M" if v >= 1e6 else
+                                                     f"{v / 1e3:g}k" if v >= 1e3 else f"{v:g}"))
+    caption = ("Each run in results.loader_runs (the comparison runs train a few steps of epoch 1 from the same "
+               "seed; the main run, last, the lesson's whole run): left, a training step's time split into the "
+               "host's wait for the loader, the stream's wait for the copy (input wait), the copy and the kernels, "
+               "the rest of the wall time as other (the black dash); right, the images per second the loader's "
+               "workers can fill, against the pace the training took them at (the dash: batch ÷ wall per step).")
+    if report.get("backend") == "cpu":
+        caption += (" These are CPU timings: the loader's threads and the emulated GPU share the machine's cores, so "
+                    "a worker more can slow the kernels as much as it speeds the loader, and the chart shows the "
+                    "loader's capacity more than the stall a GPU would suffer.")
+    elif report.get("backend") == "cuda":
+        caption += (" On a GPU the host waits for the loader while the kernels it queued run, so the device stalls "
+                    "only when the workers' capacity falls under the training's pace; back-pressure (waiting for a "
+                    "staging slot the device has not copied out yet) means the device is the slower side.")
+    return figure, caption
+
 # (file name, heading, function)
 def read_counts_csv(path):
     """The rows of `bench --once --csv` (the counting build): one per GEMM/HGEMM step, every count an int."""
@@ -809,7 +922,8 @@ CHARTS = (
     ("precision.png", "6. Lesson 05: precision modes", chart_precision),
     ("checkpointing.png", "7. Lesson 06: activation checkpointing", chart_checkpointing),
     ("batch_sweep.png", "8. Lesson 07: batch size", chart_batch_sweep),
-    ("roofline.png", "9. Roofline: the phases against the device's limits (GPU runs)", chart_roofline),
+    ("data_loading.png", "9. Lesson 08: the data-loading bottleneck", chart_data_loading),
+    ("roofline.png", "10. Roofline: the phases against the device's limits (GPU runs)", chart_roofline),
 )
 
 
@@ -850,7 +964,7 @@ def own_command(argv):
 
 
 def run_table(runs, keys):
-    """A Markdown table of the runs' fields (for lessons 05-07, whose charts summarize several runs)."""
+    """A Markdown table of the runs' fields (for lessons 05-08, whose charts summarize several runs)."""
     keys = [k for k in keys if any(k in run for run in runs)]
 
     def cell(value):
@@ -877,6 +991,10 @@ RUN_TABLES = {
                                         "copy_ms_per_step", "compute_ms_per_step", "input_wait_ms_per_step",
                                         "host_gap_ms_per_step", "peak_device_bytes", "activation_peak_bytes",
                                         "test_accuracy")),
+    "data_loading.png": ("loader_runs", ("mode", "workers", "steps", "loader_stall_ms_per_step",
+                                         "back_pressure_ms_per_step", "input_wait_ms_per_step", "h2d_ms_per_step", "kernels_ms_per_step",
+                                         "wall_ms_per_step", "kernels_busy_fraction", "loader_images_per_second",
+                                         "image_bytes_per_image", "test_accuracy")),
 }
 
 
@@ -985,7 +1103,7 @@ def main(argv=None):
         print(f"wrote {path}")
 
     if args.counts:
-        name, heading = "gemm_counts.png", "10. GEMM steps: memory requests, counted (no GPU needed)"
+        name, heading = "gemm_counts.png", "11. GEMM steps: memory requests, counted (no GPU needed)"
         try:
             result = chart_gemm_counts(read_counts_csv(args.counts))
         except (OSError, ValueError, KeyError) as error:

@@ -56,7 +56,7 @@ draw_charts() {
         commands+=(--command "$build/lessons/lesson$name ${lesson_args[*]} --json $results/lesson$name.json")
     done
     ((${#reports[@]})) || return 0
-    # The counting build's GEMM counts, when make report has written them (tools/report.py's ninth chart).
+    # The counting build's GEMM counts, when make report has written them (tools/report.py's "GEMM steps ... memory requests" chart).
     local counts=()
     [ ! -f "$results/access_counts.csv" ] || counts=(--counts "$results/access_counts.csv")
     echo "=== the charts so far ($draw/, from ${#reports[@]} of ${#names[@]} lessons)"
