@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <thread>
 
 #include "common/report.h"
 
@@ -92,7 +93,9 @@ void print_comparison(Lesson& lesson, const std::vector<LoaderRun>& runs) {
         "    wall time the device spent computing" +
         (cpu ? " (here: the share of CPU time spent in the kernels)" : "") +
         ".\n"
-        "  loader img/s: what the workers deliver when they never wait (images ÷ their busy time per worker).\n"
+        "  loader img/s: what the workers deliver when they never wait (images ÷ their busy time per worker),\n"
+        "    assuming each keeps the speed it was measured at: optimistic once they outnumber the cores (" +
+        std::to_string(std::thread::hardware_concurrency()) + " here).\n"
         "  test acc: after each run's own steps (the comparison runs train only a few).\n");
     lesson.add_result("loader_runs", rows);
 }
