@@ -1,6 +1,7 @@
 // common/augment.h — lesson 08's data augmentation, written once for the host (the loader's workers) and the device
-// (kernels/augment.cuh): torchvision's RandomAffine(degrees=10, translate=(0.1, 0.1), scale=(0.9, 1.1)) on one
-// 28×28 uint8 image, bilinear, fill 0, as torchvision computes it on a uint8 tensor.
+// (kernels/augment.cuh): torchvision's RandomAffine(degrees=10, translate=(0.1, 0.1), scale=(0.9, 1.1),
+// interpolation=InterpolationMode.BILINEAR) on one 28×28 uint8 image, fill 0 (the default), as torchvision computes
+// it on a uint8 tensor. (RandomAffine's default interpolation is NEAREST; bilinear is the smoother, costlier one.)
 //
 // defines: AffineParams, AffineMatrix, augment_params(key, epoch, sample), inverse_affine(params),
 //          affine_pixel(image, matrix, x, y), augment_image(in, params, out), augment_images(...) (a batch).

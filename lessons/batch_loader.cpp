@@ -72,11 +72,13 @@ BatchLoader::Batch BatchLoader::next() {
     const auto called = std::chrono::steady_clock::now();
     if (!slot.filled) {
         changed_.wait(lock, [&] { return slot.filled; });
-        // Waited: the part after its fill began was the loader's work; before, the slot's copy (back-pressure).
+        // Whose fault was the wait? If the fill had begun before we asked, the loader is simply slower than the
+        // loop. If not, its worker was still waiting for the slot's previous copy (batches are claimed in order,
+        // and the slot was released long ago): the device held it up, and the fill after that is its consequence.
         const auto now = std::chrono::steady_clock::now();
-        throughput_.next_wait_seconds += std::chrono::duration<double>(now - called).count();
-        throughput_.fill_wait_seconds +=
-            std::chrono::duration<double>(now - std::max(called, slot.fill_started)).count();
+        const double waited = std::chrono::duration<double>(now - called).count();
+        throughput_.next_wait_seconds += waited;
+        if (slot.fill_started <= called) throughput_.fill_wait_seconds += waited;
     }
     slot.filled = false;
     Batch batch;

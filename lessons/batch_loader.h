@@ -68,8 +68,9 @@ class BatchLoader {
     // Since construction: images filled, and the seconds the workers spent filling (summed over workers; their
     // waits for a free slot or a copy not counted). images / (busy_seconds / workers) is what the workers can
     // deliver per second when they never wait. next_wait_seconds: the caller's time in next(); of it,
-    // fill_wait_seconds while its batch was being filled — the loader's own slowness. The rest is back-pressure:
-    // the batch's slot was still waiting for its previous copy, i.e. for the device.
+    // fill_wait_seconds where the batch's fill had already begun when next() was called — the loader's own
+    // slowness. The rest is back-pressure: the batch's worker was still waiting for the slot's previous copy, i.e.
+    // for the device (and the fill after it is its consequence).
     struct Throughput {
         uint64_t images = 0;
         double busy_seconds = 0;

@@ -7,9 +7,9 @@
 //   rule 1: a device slot is overwritten only after the kernels that read it last time are done
 //           (the copy stream waits for consumed[s], recorded by done_reading);
 //   rule 2: the loader refills a pinned host slot only after the copy that reads it has completed
-//           (BatchLoader::release with copied[s]);
-//   rule 3: the kernels read a device slot only after its copy (the compute stream waits for copied[s];
-//           the stall is timed as `input wait`).
+//           (BatchLoader::release with copied[h], the event of that host slot's copy);
+//   rule 3: the kernels read a device slot only after its copy (the compute stream waits for copied[h], h the
+//           batch's host slot; the stall is timed as `input wait`).
 //
 //     BatchPipeline data(lesson, net.staged_pixels, net.staged_labels);
 //     for each epoch:  data.start_epoch(epoch);                         // the epoch's order; batch 0's copy queued
@@ -34,7 +34,8 @@
 
 class BatchPipeline {
   public:
-    static constexpr int kSlots = 2;  // one slot is copied (and read by the kernels) while the loader fills the other
+    // Device slots: one is copied into while the kernels read the other. (Host slots: kSlots, or workers + 1.)
+    static constexpr int kSlots = 2;
 
     // The staging slots the model's buffers need (ModelShape::staging_slots): one when resident.
     static int staging_slots(bool resident) { return resident ? 1 : kSlots; }

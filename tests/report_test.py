@@ -4,8 +4,8 @@
     python3 tests/report_test.py      (needs matplotlib: Debian's python3-matplotlib; no build, GPU or MNIST needed)
 
 Lessons 01-04 have the shape RunReport::to_json() writes (common/report.cpp); lessons 05-08 are fixtures with the
-results keys their charts read (precision_runs, checkpoint_runs, batch_sweep, loader_runs), written before those
-lessons existed.
+results keys their charts read (precision_runs, checkpoint_runs, batch_sweep, loader_runs), with the row keys those
+lessons write.
 """
 
 import importlib.util

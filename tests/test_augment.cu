@@ -195,9 +195,10 @@ TEST_CASE("augment: the sampler agrees with a float64 torchvision RandomAffine, 
                 const double want = std::nearbyint(exact);  // torch.round: half to even
                 const int got = out[size_t(y * kSide + x)];
                 ++compared;
-                // float32 arithmetic moves the value by well under 1e-3 of a grey level: the rounded pixel may
-                // differ only where the exact value is that close to a .5.
-                const bool near_tie = std::abs(exact - std::floor(exact) - 0.5) < 2e-3;
+                // float32 coordinates are off by a few 1e-6 of a pixel, which moves the value by up to 255 times
+                // that per axis across a 0-to-255 edge (dense noise has them everywhere), plus the blend's own
+                // rounding: ~2e-3 at worst. The rounded pixel may differ only within 5e-3 of a .5.
+                const bool near_tie = std::abs(exact - std::floor(exact) - 0.5) < 5e-3;
                 near_ties += near_tie;
                 INFO("trial " << trial << " angle " << p.angle_degrees << " t (" << p.translate_x << ", "
                               << p.translate_y << ") scale " << p.scale << " pixel (" << x << ", " << y << ") exact "

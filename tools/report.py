@@ -834,8 +834,9 @@ def chart_data_loading(reports):
                                                      f"{v / 1e3:g}k" if v >= 1e3 else f"{v:g}"))
     caption = ("Each run in results.loader_runs (the comparison runs train a few steps of epoch 1 from the same "
                "seed; the main run, last, the lesson's whole run): left, a training step's time split into the "
-               "host's wait for the loader, the stream's wait for the copy (input wait), the copy and the kernels, "
-               "the rest of the wall time as other (the black dash); right, the images per second the loader's "
+               "host's wait for the loader (loader stall, back-pressure), the stream's wait for the copy (input "
+               "wait), the copy and the kernels, the rest of the wall time as other (the black dash is the wall "
+               "time); right, the images per second the loader's "
                "workers can fill, against the pace the training took them at (the dash: batch ÷ wall per step).")
     if report.get("backend") == "cpu":
         caption += (" These are CPU timings: the loader's threads and the emulated GPU share the machine's cores, so "

@@ -84,10 +84,10 @@ void print_comparison(Lesson& lesson, const std::vector<LoaderRun>& runs) {
         std::string("\nthe data paths side by side (same seed, same batches; ms per step") +
         (cpu ? "; CPU timings: the loader's threads and the emulated GPU share this machine's cores" : "") + "):\n" +
         table.render() +
-        "  loader stall: the training loop waited in the loader's next() while its batch was being filled, and\n"
-        "    queued nothing meanwhile; once the work already queued runs out, the device idles (kernels/wall\n"
-        "    drops). back-pressure: it waited because the batch's staging slot still held an earlier batch not\n"
-        "    yet copied: the device is the slower side.\n"
+        "  loader stall: the training loop waited in the loader's next() for a batch whose fill had already\n"
+        "    begun: the loader is slower than the loop, which queues nothing meanwhile; once the work already\n"
+        "    queued runs out, the device idles (kernels/wall drops). back-pressure: the batch's worker was still\n"
+        "    waiting for its staging slot's previous copy (then filled it): the device is the slower side.\n"
         "  input wait: the compute stream waiting for the batch's copy. kernels: normalize (with --augment\n"
         "    device: augment + normalize), forward, loss, backward, optimizer; kernels/wall: the share of the\n"
         "    wall time the device spent computing" +
@@ -95,7 +95,8 @@ void print_comparison(Lesson& lesson, const std::vector<LoaderRun>& runs) {
         ".\n"
         "  loader img/s: what the workers deliver when they never wait (images ÷ their busy time per worker),\n"
         "    assuming each keeps the speed it was measured at: optimistic once they outnumber the cores (" +
-        std::to_string(std::thread::hardware_concurrency()) + " here).\n"
+        std::to_string(std::thread::hardware_concurrency()) +
+        " here).\n"
         "  test acc: after each run's own steps (the comparison runs train only a few).\n");
     lesson.add_result("loader_runs", rows);
 }

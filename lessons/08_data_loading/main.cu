@@ -3,7 +3,7 @@
 //
 // What changes from lesson 04:
 //   * every training image is augmented, as torchvision's RandomAffine(degrees=10, translate=(0.1, 0.1),
-//     scale=(0.9, 1.1)) would do it (bilinear, fill 0; common/augment.h), with parameters drawn from
+//     scale=(0.9, 1.1), interpolation=BILINEAR) would do it (fill 0; common/augment.h), with parameters drawn from
 //     Philox(seed, epoch, sample): the augmented image is a pure function of (seed, epoch, sample);
 //   * --augment host: the loader augments each image before the copy, as a PyTorch DataLoader's workers do. That
 //     is real work for a CPU core, and the training loop now waits for the loader: it is the bottleneck;
@@ -24,7 +24,7 @@
 #include "lessons/08_data_loading/loader_comparison.h"  // the data paths side by side
 #include "lessons/batch_pipeline.h"  // lesson 03's data path (loader thread, pinned slots, async copies) as a class
 #include "lessons/lesson.h"
-#include "lessons/mixed_precision.h"  // allocate_model, download_parameters: a comparison run's own model
+#include "lessons/mixed_precision.h"  // allocate_model, evaluate_with: a comparison run's own model
 
 #include "common/augment.h"
 #include "kernels/augment.cuh"
@@ -50,11 +50,14 @@ LoaderRun train_run(Lesson& lesson, const LoaderMode& mode, Mlp& net, size_t bat
                     PhaseTimer& timer, float* workspace, size_t workspace_floats) {
     const TrainOptions& o = lesson.options;
     const bool main_run = batches == 0;
-    BatchPipeline::Options pipeline;
-    pipeline.workers = mode.workers;
-    if (mode.augment == Augment::host) pipeline.fill = augment_on_host(o.seed), pipeline.fill_name = "gather + augment";
-    pipeline.samples_on_device = mode.augment == Augment::device;  // the kernel draws each sample's parameters
-    BatchPipeline data(lesson, ledger, timer, net.staged_pixels, net.staged_labels, pipeline);
+    BatchPipeline::Options options;  // lesson 03's data path, with this mode's workers and their work
+    options.workers = mode.workers;
+    if (mode.augment == Augment::host) {  // the loader's workers augment before the copy
+        options.fill = augment_on_host(o.seed);
+        options.fill_name = "gather + augment";
+    }
+    options.samples_on_device = mode.augment == Augment::device;  // the kernel draws each sample's parameters
+    BatchPipeline data(lesson, ledger, timer, net.staged_pixels, net.staged_labels, options);
     DeviceLosses losses(ledger, main_run ? lesson.total_steps() : 0);  // the test compares the first 20 steps
     const cudaStream_t compute = data.compute();
 
@@ -146,8 +149,7 @@ int train(int argc, char** argv) {
     const size_t workspace_floats = bias_grad_workspace_floats(o.batch, o.widest_layer());  // two-pass bias gradient
     const size_t extra_bytes = workspace_floats * sizeof(float) + lesson.data.train.count * sizeof(uint32_t);
 
-    // The comparison runs first, each with a model of its own (the same initial weights), freed before the next.
-    std::vector<LoaderRun> compared;
+    // A comparison run: a model of its own (the same initial weights) in the run's ledger, freed before the next.
     const TrainMode train_mode = [&](const LoaderMode& m, size_t batches, MemoryLedger& ledger, PhaseTimer& timer) {
         const ModelShape shape = lesson.model_shape(BatchPipeline::kSlots, /*stage_raw_pixels=*/true);
         lesson.require_fits(shape, extra_bytes);
