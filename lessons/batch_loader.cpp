@@ -37,10 +37,19 @@ BatchLoader::BatchLoader(MemoryLedger& ledger, const MnistSplit& train, int batc
         slots_[s].labels = ledger.allocate_host<uint8_t>(MemoryCategory::input_staging, "staging labels " + n,
                                                          size_t(batch), HostMemory::pinned);
     }
-    for (int w = 0; w < workers; ++w) threads_.emplace_back(&BatchLoader::run, this, w);
+    try {
+        for (int w = 0; w < workers; ++w) threads_.emplace_back(&BatchLoader::run, this, w);
+    } catch (...) {  // a thread that would not start: stop those that did (a joinable std::thread must be joined)
+        stop_workers();
+        throw;
+    }
 }
 
 BatchLoader::~BatchLoader() {
+    stop_workers();
+}
+
+void BatchLoader::stop_workers() {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         stopping_ = true;
@@ -81,6 +90,7 @@ BatchLoader::Batch BatchLoader::next() {
         if (slot.fill_started <= called) throughput_.fill_wait_seconds += waited;
     }
     slot.filled = false;
+    slot.taken = true;
     Batch batch;
     batch.slot = int(next_to_take_ % slots_.size());
     batch.index = next_to_take_;
@@ -94,7 +104,13 @@ BatchLoader::Batch BatchLoader::next() {
 void BatchLoader::release(int slot, cudaEvent_t copied) {
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        slots_.at(size_t(slot)).free = true;
+        if (slot < 0 || size_t(slot) >= slots_.size() || !slots_[size_t(slot)].taken) {
+            // A slot released twice, or never handed out, would let a worker refill it under a copy still reading.
+            throw std::logic_error("BatchLoader::release(" + std::to_string(slot) +
+                                   "): not a slot next() handed out and not yet released");
+        }
+        slots_[size_t(slot)].taken = false;
+        slots_[size_t(slot)].free = true;
         slots_[size_t(slot)].copied = copied;
     }
     changed_.notify_all();

@@ -63,6 +63,7 @@ class BatchLoader {
     // The next batch of the epoch, in order; blocks until the loader thread has gathered it.
     Batch next();
     // The loop is done handing slot `slot` to the GPU: the loader may refill it once `copied` has completed.
+    // std::logic_error for a slot next() did not hand out, or one released already.
     void release(int slot, cudaEvent_t copied);
 
     // Since construction: images filled, and the seconds the workers spent filling (summed over workers; their
@@ -86,10 +87,12 @@ class BatchLoader {
         uint8_t* labels = nullptr;
         bool filled = false;           // gathered, not yet taken by next()
         bool free = true;              // released by the loop (or never used)
+        bool taken = false;            // handed out by next(), not yet released
         cudaEvent_t copied = nullptr;  // wait for it before refilling (null: nothing to wait for)
         std::chrono::steady_clock::time_point fill_started{};  // this batch's fill began (its copy wait over)
     };
     void run(int worker);  // a worker thread
+    void stop_workers();   // the destructor's (and a failed constructor's): stop and join the threads
 
     const MnistSplit& train_;
     const int batch_;

@@ -148,6 +148,7 @@ void BatchPipeline::prefetch(const BatchLoader::Batch& batch) {
                                " before done_reading() marked the slot's previous batch read");
     }
     read_done_[s] = false;
+    host_slot_of_[s] = h;  // wait_for_batch waits for this copy's event
     uint8_t *pixels = slot_pixels(s), *labels = slot_labels(s);
     // Rule 1: the kernels that read this device slot last time must be done before it is overwritten.
     CUDA_CHECK(cudaStreamWaitEvent(copy_, consumed_[s]));
@@ -182,7 +183,7 @@ BatchPipeline::DeviceBatch BatchPipeline::wait_for_batch(size_t b) {
     }
     // Rule 3: the kernels read slot s only after its copy (the stall is timed).
     timer_.begin(Phase::input_wait, compute_);
-    CUDA_CHECK(cudaStreamWaitEvent(compute_, copied_[b % copied_.size()]));  // host slot of batch b
+    CUDA_CHECK(cudaStreamWaitEvent(compute_, copied_[size_t(host_slot_of_[batch.slot])]));  // batch b's copy
     timer_.end(Phase::input_wait, compute_);
     return batch;
 }

@@ -134,6 +134,7 @@ class BatchPipeline {
     size_t batches_ = 0;                   // batches read this epoch
     uint64_t image_bytes_ = 0;
     bool read_done_[kSlots] = {true, true};  // done_reading() since the slot's last copy (checked by prefetch)
+    int host_slot_of_[kSlots] = {0, 0};      // the host slot device slot d was last copied from (its copied_ event)
 };
 
 // After training (lesson 03 on): the image bytes copied per epoch, and how much of the copy time (timer's h2d)

@@ -287,6 +287,9 @@ TEST_CASE("augment: loader workers deliver the same augmented batches in order, 
                 bytes.insert(bytes.end(), got.pixels, got.pixels + size_t(got.rows) * kMnistPixels);
                 bytes.insert(bytes.end(), got.labels, got.labels + got.rows);
                 loader.release(got.slot, nullptr);  // nothing copies from it here: refill at once
+                if (b == 0 && epoch == 1) {  // twice: refused (a worker could refill it under a copy still reading)
+                    REQUIRE_THROWS_AS(loader.release(got.slot, nullptr), std::logic_error);
+                }
             }
         }
         const BatchLoader::Throughput t = loader.throughput();
