@@ -79,7 +79,6 @@ class BatchLoader {
         double fill_wait_seconds = 0;
     };
     Throughput throughput();
-    int workers() const { return workers_; }
 
   private:
     struct Slot {
