@@ -274,11 +274,15 @@ TEST_CASE("lessons: lesson 08's first 20 augmented steps follow the float64 refe
     REQUIRE(want.size() == 20);
     // As lesson 01's test (float32 against float64 from the same float32 inputs): the augmented pixels are the same
     // bytes in both, so only the float32 rounding separates them: measured at most 4.1e-7 relative on real MNIST
-    // (CPU backend, 2026-12-02). The reference without --augment is 0.78 relative away at its farthest step.
+    // (CPU backend, 2026-12-02). The generated stand-in (no MNIST_DIR: random labels, and its sparse random ink
+    // blurred by the bilinear sampling into dense noise) makes AdamW's first steps amplify rounding: measured 6.8e-5
+    // there, hence its own bound. The reference without --augment is 0.78 (MNIST) and 0.17 (generated) relative away
+    // at its farthest step.
+    const double tolerance = test_support::mnist_dir_for_tests().empty() ? 3e-4 : 2e-5;
     double apart = 0;
     for (size_t i = 0; i < got.size(); ++i) {
         INFO("step " << i + 1 << ": lesson " << got[i] << ", reference " << want[i]);
-        CHECK(std::fabs(got[i] - want[i]) <= 2e-5 * std::fabs(want[i]));
+        CHECK(std::fabs(got[i] - want[i]) <= tolerance * std::fabs(want[i]));
         apart = std::max(apart, std::fabs(unaugmented[i] - want[i]) / std::fabs(want[i]));
     }
     CHECK(apart > 1e-3);  // augmentation changed the inputs: the check above would catch a lesson that skipped it
