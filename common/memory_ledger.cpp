@@ -129,6 +129,28 @@ void MemoryLedger::add(void* pointer, size_t bytes, MemoryCategory category, Mem
     total.peak = std::max(total.peak, total.current);
 }
 
+void* MemoryLedger::track(void* pointer, size_t bytes, MemoryCategory category, const std::string& name,
+                          MemorySpace space) {
+    if (pointer == nullptr) throw std::invalid_argument("MemoryLedger::track: '" + name + "' is null");
+    if (allocations_.count(reinterpret_cast<uintptr_t>(pointer)) != 0)
+        throw std::invalid_argument("MemoryLedger::track: '" + name + "' is already counted");
+    if (space == MemorySpace::device) query_device_before();
+    add(pointer, bytes, category, space, name);
+    allocations_[reinterpret_cast<uintptr_t>(pointer)].tracked = true;
+    return pointer;
+}
+
+void* MemoryLedger::untrack(const void* pointer) {
+    const auto it = allocations_.find(reinterpret_cast<uintptr_t>(pointer));
+    if (it == allocations_.end() || !it->second.tracked)
+        throw std::invalid_argument("MemoryLedger::untrack: this pointer was not tracked by the ledger");
+    const Allocation& a = it->second;
+    stats_.by_space[static_cast<int>(a.space)][static_cast<int>(a.category)].current -= a.bytes;
+    stats_.total[static_cast<int>(a.space)].current -= a.bytes;
+    allocations_.erase(it);
+    return const_cast<void*>(pointer);
+}
+
 void MemoryLedger::free(const void* pointer) {
     if (pointer == nullptr) return;
     const auto it = allocations_.find(reinterpret_cast<uintptr_t>(pointer));
@@ -137,6 +159,10 @@ void MemoryLedger::free(const void* pointer) {
     }
     const Allocation& a = it->second;
     void* p = const_cast<void*>(pointer);
+    if (a.tracked) {  // the program's own: it frees it (a ledger destroyed first just stops counting)
+        untrack(pointer);
+        return;
+    }
     switch (a.space) {
         case MemorySpace::device:
             CUDA_CHECK(cudaFree(p));

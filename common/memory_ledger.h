@@ -92,6 +92,16 @@ class MemoryLedger {
         return static_cast<T*>(allocate_host_bytes(category, name, checked_bytes(count, sizeof(T), name), kind));
     }
     void* allocate_bytes(MemoryCategory category, const std::string& name, size_t bytes);
+
+    // A buffer the program allocated itself (its own cudaMalloc, as lesson 01 shows): counted like the others, but
+    // the program frees it (cudaFree(ledger.untrack(p))); the ledger never does. Returns `pointer`.
+    void* track(void* pointer, size_t bytes, MemoryCategory category, const std::string& name,
+                MemorySpace space = MemorySpace::device);
+    // Stops counting a tracked buffer (before the program frees it) and returns it; anything else throws.
+    void* untrack(const void* pointer);
+    // Records the device's free memory before anything is allocated (cudaMemGetInfo), for the memory table's
+    // "before" line; the first allocation through the ledger does it too.
+    void note_device_memory_before() { query_device_before(); }
     void* allocate_host_bytes(MemoryCategory category, const std::string& name, size_t bytes, HostMemory kind);
 
     // Frees a pointer this ledger returned (device or host). Freeing anything else throws.
@@ -131,6 +141,7 @@ class MemoryLedger {
         MemoryCategory category;
         MemorySpace space;
         std::string name;
+        bool tracked = false;  // allocated by the program (track), freed by it
     };
     static size_t checked_bytes(size_t count, size_t element_bytes, const std::string& name);
     void add(void* pointer, size_t bytes, MemoryCategory category, MemorySpace space, const std::string& name);

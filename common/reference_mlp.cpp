@@ -65,6 +65,16 @@ void gather_batch(const MnistSplit& split, const std::vector<uint32_t>& order, s
     }
 }
 
+void gather_batch(const MnistSplit& split, const float* images, const std::vector<uint32_t>& order, size_t first,
+                  size_t rows, float* pixels, uint8_t* labels) {
+    if (first + rows > order.size()) throw std::out_of_range("gather_batch: batch runs past the end of the order");
+    for (size_t r = 0; r < rows; ++r) {
+        const uint32_t sample = order[first + r];
+        std::copy_n(images + size_t(sample) * kMnistPixels, kMnistPixels, pixels + r * kMnistPixels);
+        labels[r] = split.labels[sample];
+    }
+}
+
 ReferenceConfig ReferenceConfig::from_options(const TrainOptions& o, size_t train_count) {
     ReferenceConfig c;
     c.lr_schedule = o.lr_schedule;

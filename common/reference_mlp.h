@@ -47,6 +47,9 @@ size_t batch_count(size_t n, int batch);  // ⌈n / batch⌉
 // Copies samples order[first .. first+rows) into pixels [rows × 784] and labels [rows].
 void gather_batch(const MnistSplit& split, const std::vector<uint32_t>& order, size_t first, size_t rows,
                   uint8_t* pixels, uint8_t* labels);
+// The same from a float copy of the split's images (lesson 01 normalizes the training set on the host first).
+void gather_batch(const MnistSplit& split, const float* images, const std::vector<uint32_t>& order, size_t first,
+                  size_t rows, float* pixels, uint8_t* labels);
 
 struct ReferenceConfig {
     std::vector<int> layer_sizes{784, 256, 10};

@@ -202,28 +202,6 @@ void BatchPipeline::report_copies(Lesson& lesson) const {
     ::report_copies(lesson, timer_, image_bytes_, resident_);
 }
 
-void report_copies(Lesson& lesson, const PhaseTimer& timer, uint64_t image_bytes_per_epoch, bool resident) {
-    // How much of the copy time the compute stream never saw: copy time minus the time it stood waiting.
-    const EpochTiming total = timer.total();
-    const double copy_ms = total[Phase::h2d].ms, wait_ms = total[Phase::input_wait].ms;
-    std::printf("\nimage bytes copied per epoch: %s%s\n", format_bytes(image_bytes_per_epoch).c_str(),
-                resident ? " (--resident: only the epoch's order crosses, 4 bytes per image)" : " (1 byte per pixel)");
-    if (!resident && !lesson.streams_overlap()) {
-        std::printf(
-            "copy time hidden behind compute: not measurable here (the CPU backend runs streams one after "
-            "the other unless CUDA_CPU_ASYNC=1; %.2f ms of copies)\n",
-            copy_ms);
-    } else if (!resident) {
-        const double hidden = copy_ms > 0 ? std::max(0.0, copy_ms - wait_ms) / copy_ms : 0.0;
-        std::printf(
-            "copy time hidden behind compute: %.1f%% (copies %.2f ms on the copy stream; the compute stream "
-            "waited %.2f ms for its input)\n",
-            100.0 * hidden, copy_ms, wait_ms);
-        lesson.add_result("copy_hidden_fraction", hidden);
-    }
-    lesson.add_result("image_bytes_per_epoch", int64_t(image_bytes_per_epoch));
-}
-
 DeviceLosses::DeviceLosses(MemoryLedger& ledger, long keep_steps) : ledger_(ledger), keep_steps_(keep_steps) {
     sum_ = ledger_.allocate<double>(MemoryCategory::workspace, "epoch loss sum", 1);
     sum_host_ =

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "lessons/batch_loader.h"
+#include "lessons/03_pinned_async/copy_figures.h"  // report_copies
 #include "lessons/lesson.h"
 
 class BatchPipeline {
@@ -136,11 +137,6 @@ class BatchPipeline {
     bool read_done_[kSlots] = {true, true};  // done_reading() since the slot's last copy (checked by prefetch)
     int host_slot_of_[kSlots] = {0, 0};      // the host slot device slot d was last copied from (its copied_ event)
 };
-
-// After training (lesson 03 on): the image bytes copied per epoch, and how much of the copy time (timer's h2d)
-// the compute stream never waited for (its input wait): printed and in the JSON results. Without overlapping streams
-// (the CPU backend without CUDA_CPU_ASYNC=1) it says that this cannot be measured there.
-void report_copies(Lesson& lesson, const PhaseTimer& timer, uint64_t image_bytes_per_epoch, bool resident);
 
 // The loss, kept on the device: summed over each epoch (read once per epoch) and, with `keep_steps`, every step's
 // mean loss (read once at the end). The host never waits for a step's loss.

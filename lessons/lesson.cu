@@ -74,6 +74,7 @@ Lesson::Lesson(int argc, char** argv, const char* program, const char* idea, con
     }
 #endif
     require_device_or_exit(program);
+    ledger.note_device_memory_before();  // before the lesson's first cudaMalloc
     const bool subset = on_cpu_backend() && !full;
     if (subset && !cli.given("--limit")) options.limit = cpu_train_images;
     if (subset && !cli.given("--test-limit")) options.test_limit = kCpuTestImages;
@@ -172,11 +173,10 @@ Mlp& Lesson::model(int staging_slots, bool stage_raw_pixels, size_t extra_device
     return net_;
 }
 
-void Lesson::finish_epoch(int epoch, const EpochTiming& timing, double loss_sum, const ForwardPass& forward,
+void Lesson::finish_epoch(int epoch, const EpochTiming& timing, double loss_sum, Mlp& net, const ForwardPass& forward,
                           cudaStream_t stream) {
-    Mlp& net = net_;
     finish_epoch(
-        epoch, timing, loss_sum, net_.correct,
+        epoch, timing, loss_sum, net.correct,
         [&](const uint8_t* pixels, const uint8_t* labels, int rows, int* correct, cudaStream_t s) {
             normalize_pixels(pixels, net.input, size_t(rows) * kMnistPixels, kMnistMean, kMnistStd, s);
             forward(net, rows, s);
@@ -280,52 +280,13 @@ int Lesson::finish(const std::string& timing_title) {
     return 0;
 }
 
-void Lesson::add_series(const std::string& key, const std::vector<double>& values) {
-    report_.add_result(key, values);
+int Lesson::finish(Mlp& net) {
+    set_final_parameters(download_parameters(ledger, net));
+    return finish();
 }
 
-void Lesson::print_h2d_bandwidth_probe(size_t batch_bytes) {
-    constexpr size_t kLarge = size_t{64} << 20;
-    MemoryLedger probe;  // its own buffers, freed on return: the lesson's memory table stays about the lesson
-    uint8_t* device = probe.allocate<uint8_t>(MemoryCategory::workspace, "probe", kLarge);
-    uint8_t* pinned = probe.allocate_host<uint8_t>(MemoryCategory::workspace, "probe", kLarge, HostMemory::pinned);
-    uint8_t* pageable = probe.allocate_host<uint8_t>(MemoryCategory::workspace, "probe", kLarge, HostMemory::pageable);
-    std::fill_n(pinned, kLarge, uint8_t{1});  // touch every page, so the first copy does not pay for page faults
-    std::fill_n(pageable, kLarge, uint8_t{1});
-    cudaEvent_t start, stop;
-    CUDA_CHECK(cudaEventCreate(&start));
-    CUDA_CHECK(cudaEventCreate(&stop));
-    const auto gb_per_s = [&](const uint8_t* source, size_t bytes) {
-        const int repeats = bytes < (size_t{1} << 20) ? 100 : 10;
-        CUDA_CHECK(cudaMemcpyAsync(device, source, bytes, cudaMemcpyHostToDevice, 0));  // warm-up
-        CUDA_CHECK(cudaEventRecord(start, 0));
-        for (int i = 0; i < repeats; ++i) CUDA_CHECK(cudaMemcpyAsync(device, source, bytes, cudaMemcpyHostToDevice, 0));
-        CUDA_CHECK(cudaEventRecord(stop, 0));
-        CUDA_CHECK(cudaEventSynchronize(stop));
-        float ms = 0;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-        return EpochTiming::gb_per_s(uint64_t(bytes) * repeats, ms);
-    };
-    TextTable table({"copy size", "from pageable", "from pinned"}, "lrr");
-    for (const size_t bytes : {batch_bytes, kLarge}) {
-        const double from_pageable = gb_per_s(pageable, bytes), from_pinned = gb_per_s(pinned, bytes);
-        char cells[2][32];
-        std::snprintf(cells[0], sizeof cells[0], "%.2f GB/s", from_pageable);
-        std::snprintf(cells[1], sizeof cells[1], "%.2f GB/s", from_pinned);
-        table.add_row({format_bytes(bytes) + (bytes == batch_bytes ? " (one batch)" : ""), cells[0], cells[1]});
-        const std::string size = bytes == batch_bytes ? "batch" : "64mib";
-        if (bytes == kLarge) {  // the h2d phase's limit in the final table (a GPU's: peaks_ is unknown otherwise)
-            peaks_.h2d_bytes_per_s = from_pinned * 1e9;
-            report_.set_device_peaks(peaks_);
-        }
-        report_.add_result("h2d_probe_pageable_gb_per_s_" + size, from_pageable);
-        report_.add_result("h2d_probe_pinned_gb_per_s_" + size, from_pinned);
-    }
-    CUDA_CHECK(cudaEventDestroy(start));
-    CUDA_CHECK(cudaEventDestroy(stop));
-    print_flushed("host→device bandwidth probe (cudaMemcpyAsync, timed with CUDA events" +
-                  std::string(on_cpu_backend() ? "; CPU backend: a memcpy, not PCIe" : "") + "):\n" + table.render() +
-                  "\n");
+void Lesson::add_series(const std::string& key, const std::vector<double>& values) {
+    report_.add_result(key, values);
 }
 
 int max_indexable_batch(const std::vector<int>& layer_sizes) {

@@ -87,7 +87,7 @@ class Lesson {
     // After timer.end_epoch(): reads the epoch's count of correct training predictions (net.correct, which the
     // loop fills with count_correct), evaluates the test set with `forward` on `stream`, prints the epoch line
     // and records it for the JSON report. loss_sum: Σ over the epoch's batches of mean loss · rows.
-    void finish_epoch(int epoch, const EpochTiming& timing, double loss_sum, const ForwardPass& forward,
+    void finish_epoch(int epoch, const EpochTiming& timing, double loss_sum, Mlp& net, const ForwardPass& forward,
                       cudaStream_t stream = 0);
     // The same for any model: `correct` is the device counter the training loop counted into (zeroed here for the
     // next epoch); `evaluate` runs one chunk of the device-resident test set (normalize, forward, count_correct into
@@ -125,11 +125,14 @@ class Lesson {
     // final weights (equal checksums = bitwise-equal weights); writes --json. Returns the exit code (0).
     // `timing_title`: the timing table's title, when "all N epochs" does not describe what the timer holds.
     int finish(const std::string& timing_title = "");
+    // The same for an fp32 model the lesson allocated itself (lesson 01): its weights give the checksum.
+    int finish(Mlp& net);
 
-    // Prints host→device bandwidth from pageable and from pinned memory, at `batch_bytes` and at 64 MiB (as NVIDIA's
-    // bandwidthTest does): the ceiling a data path can reach. Its buffers are its own (not in the lesson's tables);
-    // the figures also go into the JSON results.
-    void print_h2d_bandwidth_probe(size_t batch_bytes);
+    // The measured host→device bandwidth (lesson 03's probe): the h2d phase's limit in the final table.
+    void set_h2d_peak(double bytes_per_s) {
+        peaks_.h2d_bytes_per_s = bytes_per_s;
+        report_.set_device_peaks(peaks_);
+    }
 
     // Per-step values (e.g. each step's loss) for the JSON results.
     void add_series(const std::string& key, const std::vector<double>& values);

@@ -47,7 +47,7 @@ int train(int argc, char** argv) {
     lesson.add_config("resident", resident);
     lesson.add_config("gemm", gemm_step);
     const ForwardPass forward = [gemm](Mlp& n, int rows, cudaStream_t s) { forward_fast(n, rows, gemm, s); };
-    lesson.print_h2d_bandwidth_probe(size_t(o.batch) * kMnistPixels);
+    print_h2d_bandwidth_probe(lesson, size_t(o.batch) * kMnistPixels);
     BatchPipeline data(lesson, net.staged_pixels, net.staged_labels, resident);  // lesson 03's data path
     DeviceLosses losses(lesson.ledger);
     const cudaStream_t compute = data.compute();
@@ -90,7 +90,7 @@ int train(int argc, char** argv) {
         }
         losses.copy_epoch_sum(timer, compute);
         const EpochTiming& timing = timer.end_epoch();  // synchronizes the device: the loss sum is on the host
-        lesson.finish_epoch(epoch, timing, losses.epoch_sum(), forward, compute);
+        lesson.finish_epoch(epoch, timing, losses.epoch_sum(), net, forward, compute);
     }
     data.report_copies(lesson);
     print_gemm_staircase(lesson, net, workspace, workspace_floats, compute);

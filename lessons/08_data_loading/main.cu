@@ -163,7 +163,7 @@ int train(int argc, char** argv) {
     Mlp& net = lesson.model(BatchPipeline::kSlots, /*stage_raw_pixels=*/true, extra_bytes);
     float* workspace =
         lesson.ledger.allocate<float>(MemoryCategory::workspace, "bias-grad partial sums", workspace_floats);
-    lesson.print_h2d_bandwidth_probe(size_t(o.batch) * kMnistPixels);
+    print_h2d_bandwidth_probe(lesson, size_t(o.batch) * kMnistPixels);
     const LoaderRun main_run =
         train_run(lesson, mode, net, 0, lesson.ledger, lesson.timer, workspace, workspace_floats);
     if (compare_steps > 0) {
