@@ -195,9 +195,6 @@ struct StepGemmFlops {
 };
 StepGemmFlops training_step_gemm_flops(const std::vector<int>& layer_sizes, int rows);
 
-// Times one training step's forward and backward with every step of the GEMM staircase and prints a table (lesson
-// 04); the weights do not change. Also records each step's times in the JSON results.
-void print_gemm_staircase(Lesson& lesson, Mlp& net, float* workspace, size_t workspace_floats, cudaStream_t stream);
 
 // One optimizer step on every weight and bias (kernels/optimizers.cuh): AdamW, or momentum SGD with --optimizer
 // sgd; step counts from 1.

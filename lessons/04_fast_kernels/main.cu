@@ -1,18 +1,16 @@
-// lessons/04_fast_kernels/main.cu — Lesson 04: fast fp32 kernels. The data path is lesson 03's; the kernels change.
-//
-// What changes from lesson 03:
-//   * the GEMM is the top of the staircase in kernels/ (gemm_v1_naive.cuh … gemm_v6_double_buffered.cuh), each
-//     step one idea: coalescing, shared-memory tiles, register blocking, vectorized loads, double buffering;
-//     --gemm vN runs the whole model with any step, so you can watch the forward and backward phases shrink;
-//   * fused epilogues: bias and ReLU are applied to each output inside the GEMM (forward_fast in lessons/lesson.cu),
-//     so the activation is written once instead of three times (GEMM, bias_add, relu_forward);
+// lessons/04_fast_kernels/main.cu — Lesson 04: fast fp32 kernels. Lesson 03's data path (now the class
+// BatchPipeline, lessons/batch_pipeline.h: the same code); the kernels change:
+//   * the GEMM is a step of the staircase in kernels/ (gemm_v1_naive.cuh … ), each step one idea: coalescing,
+//     shared-memory tiles, register blocking, vectorized loads, double buffering; --gemm vN trains with any step;
+//   * fused epilogues: bias and ReLU applied to each output inside the GEMM, so the activation is written once instead
+//     of three times (GEMM, bias, ReLU kernels in lesson 03);
 //   * the bias gradient is a deterministic two-pass reduction (kernels/bias_grad.cuh) that uses every SM;
-//   * at the end, one training step timed with every GEMM step: what each idea buys at this shape.
-// The loss kernel was already fused (softmax + cross-entropy + gradient in one pass) in lesson 01.
+//   * at the end, one training step timed with every GEMM step (gemm_staircase.h beside this file).
 #include <algorithm>
 #include <string>
 #include <vector>
 
+#include "lessons/04_fast_kernels/gemm_staircase.h"
 #include "lessons/batch_pipeline.h"  // lesson 03's data path (loader thread, pinned slots, async copies) as a class
 #include "lessons/lesson.h"
 
@@ -46,7 +44,7 @@ int train(int argc, char** argv) {
         lesson.ledger.allocate<float>(MemoryCategory::workspace, "bias-grad partial sums", workspace_floats);
     lesson.add_config("resident", resident);
     lesson.add_config("gemm", gemm_step);
-    const ForwardPass forward = [gemm](Mlp& n, int rows, cudaStream_t s) { forward_fast(n, rows, gemm, s); };
+    const ForwardPass forward_with_gemm = [gemm](Mlp& n, int rows, cudaStream_t s) { forward_fast(n, rows, gemm, s); };
     print_h2d_bandwidth_probe(lesson, size_t(o.batch) * kMnistPixels);
     BatchPipeline data(lesson, net.staged_pixels, net.staged_labels, resident);  // lesson 03's data path
     DeviceLosses losses(lesson.ledger);
@@ -60,13 +58,16 @@ int train(int argc, char** argv) {
         for (size_t b = 0; b < data.batches(); ++b) {
             const BatchPipeline::DeviceBatch batch = data.wait_for_batch(b);  // rule 3: after its copy
             const int rows = batch.rows;
-            {
+            {  // uint8 → float on the device, (p / 255 − mean) / std: 4 pixels per thread (uchar4 in, float4 out)
                 auto t = timer.scope(Phase::normalize, compute);
-                normalize_pixels(batch.pixels, net.input, size_t(rows) * kMnistPixels, kMnistMean, kMnistStd, compute);
+                const size_t n = size_t(rows) * kMnistPixels;
+                normalize_pixels_kernel<true, float><<<grid_for_4_per_thread(n, 256), 256, 0, compute>>>(
+                    n, batch.pixels, net.input, kMnistMean, kMnistStd);
+                CUDA_CHECK(cudaGetLastError());
             }
             {
                 auto t = timer.scope(Phase::forward, compute);
-                forward(net, rows, compute);
+                forward_fast(net, rows, gemm, compute);  // per layer: step `gemm`, bias + ReLU fused
             }
             {  // the loss stays on the device: summed there, read once per epoch
                 auto t = timer.scope(Phase::loss, compute);
@@ -90,10 +91,14 @@ int train(int argc, char** argv) {
         }
         losses.copy_epoch_sum(timer, compute);
         const EpochTiming& timing = timer.end_epoch();  // synchronizes the device: the loss sum is on the host
-        lesson.finish_epoch(epoch, timing, losses.epoch_sum(), net, forward, compute);
+        lesson.finish_epoch(epoch, timing, losses.epoch_sum(), net, forward_with_gemm, compute);
     }
     data.report_copies(lesson);
-    print_gemm_staircase(lesson, net, workspace, workspace_floats, compute);
+    const RunGemmStep run_step = [&](GemmVersion version, Phase phase) {  // the table's runs: this file's kernels
+        if (phase == Phase::forward) return forward_fast(net, o.batch, version, compute);
+        backward_fast(net, o.batch, version, workspace, workspace_floats, compute);
+    };
+    print_gemm_staircase(lesson, o.layer_sizes(), run_step, compute);  // one step with every GEMM step
     return lesson.finish();
 }
 

@@ -71,9 +71,13 @@ PrecisionRun train_run(Lesson& lesson, Precision precision, bool main_run, Memor
         for (size_t b = 0; b < data.batches(); ++b) {
             const BatchPipeline::DeviceBatch batch = data.wait_for_batch(b);  // rule 3: after its copy
             const int rows = batch.rows;
-            {
+            {  // uint8 → fp16 or fp32 on the device, (p / 255 − mean) / std: 4 pixels per thread
                 auto t = timer.scope(Phase::normalize, compute);
-                normalize_pixels(batch.pixels, net.input, size_t(rows) * kMnistPixels, kMnistMean, kMnistStd, compute);
+                const size_t n = size_t(rows) * kMnistPixels;
+                normalize_pixels_kernel<true, typename Net::ActType>
+                    <<<grid_for_4_per_thread(n, 256), 256, 0, compute>>>(n, batch.pixels, net.input, kMnistMean,
+                                                                         kMnistStd);
+                CUDA_CHECK(cudaGetLastError());
             }
             {
                 auto t = timer.scope(Phase::forward, compute);
@@ -94,9 +98,12 @@ PrecisionRun train_run(Lesson& lesson, Precision precision, bool main_run, Memor
             }
             {
                 auto t = timer.scope(Phase::optimizer, compute);
-                if (scaler != nullptr) {  // one launch unscales every gradient and raises found_inf; then the
-                    unscale_and_check(gradients.data(), int(gradients.size()), scaler, compute);  // scale's update
-                    update_grad_scaler(scaler, scaling, float(o.beta1), float(o.beta2), compute);
+                if (scaler != nullptr) {  // one launch unscales every gradient and raises found_inf
+                    unscale_and_check(gradients.data(), int(gradients.size()), scaler, compute);
+                    // The scale's state machine, on the device (one thread): halve and skip the step on inf/NaN,
+                    // double after growth_interval clean steps; the optimizer reads the verdict from `scaler`.
+                    update_grad_scaler_kernel<<<1, 1, 0, compute>>>(scaler, scaling, float(o.beta1), float(o.beta2));
+                    CUDA_CHECK(cudaGetLastError());
                 }
                 // Counting lost updates costs a block reduction per launch: every kCountEvery-th step is a sample.
                 const UpdateCounters count = step % kCountEvery == 0 ? counters : UpdateCounters{};

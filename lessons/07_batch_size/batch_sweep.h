@@ -1,0 +1,45 @@
+// lessons/07_batch_size/batch_sweep.h — lesson 07's tables, kept out of its main.cu (which is the training loop at
+// one batch size): the shape and buffers of a point of the sweep, the largest batch that fits, the sweep over
+// --batches and its table (samples/s, step time split into copy, kernels, input wait and host, peak memory by
+// category, test accuracy), printed and in the JSON results.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lessons/batch_pipeline.h"
+#include "lessons/mixed_precision.h"
+
+// What one point of the sweep measured.
+struct SweepPoint {
+    int batch = 0;
+    double lr = 0;
+    long steps = 0;
+    long samples = 0;
+    double wall_ms = 0;                                            // training, all steps
+    double copy_ms = 0, compute_ms = 0, wait_ms = 0, host_ms = 0;  // per step
+    double test_accuracy = 0;
+    MemorySnapshot memory;
+};
+
+// Lesson 05's mixed-precision model at `batch` (two staging slots: lesson 03's data path).
+ModelShape shape_at(const Lesson& lesson, int batch);
+// The device buffers one run needs besides the model: the bias-gradient workspace, the scaler, the step losses.
+size_t extra_device_bytes(const Lesson& lesson, int batch, long steps);
+// The learning rate at batch B for --lr-scaling: lr·√(B/128) (sqrt), lr·B/128 (linear) or lr (none).
+double scaled_lr(double lr, int batch, const std::string& rule);
+
+// The largest batch that fits: from the exact prediction (shape_at + extra_device_bytes) and cudaMemGetInfo
+// (usable_device_bytes: free memory minus a stated margin), capped by what the kernels' int indexing allows. Prints
+// the device memory and the answer.
+int largest_batch_that_fits_or_print(const Lesson& lesson, long samples);
+
+// Trains at one batch size (main.cu's train_at): `parameters`, if not null, receives the final weights.
+using TrainAt = std::function<SweepPoint(int batch, long samples, double lr, MemoryLedger&, PhaseTimer&,
+                                         std::vector<std::vector<float>>* parameters)>;
+
+// Each batch of `batches` that fits (≤ largest, ≤ the training images), and --batch (finish()'s run, in the lesson's
+// ledger and timer), trained on `samples` samples; then the table.
+void run_sweep(Lesson& lesson, const std::vector<int>& batches, int largest, long samples,
+               const std::string& lr_scaling, const TrainAt& train_at);
