@@ -306,6 +306,25 @@ void backward_layer(Layer& layer, const __half* x, Layer* previous, int rows, Hg
 }
 
 template <typename Net, typename Version>
+void recompute_segment_with(Net& net, const CheckpointSegment& segment, int rows, Version version,
+                            cudaStream_t stream) {
+    for (int l = segment.first; l + 1 < segment.end; ++l) {
+        recompute_layer(net.layers[size_t(l)], l == 0 ? net.input : net.layers[size_t(l) - 1].output, rows, version,
+                        stream);
+    }
+}
+
+template <typename Net, typename Version>
+void backward_segment_with(Net& net, const CheckpointSegment& segment, int rows, Version version, float* workspace,
+                           size_t workspace_floats, cudaStream_t stream) {
+    for (int l = segment.end; l-- > segment.first;) {
+        auto* previous = l > 0 ? &net.layers[size_t(l) - 1] : nullptr;
+        backward_layer(net.layers[size_t(l)], l == 0 ? net.input : previous->output, previous, rows, version, workspace,
+                       workspace_floats, stream);
+    }
+}
+
+template <typename Net, typename Version>
 void backward_segments(Net& net, const CheckpointPlan& plan, int rows, Version version, float* workspace,
                        size_t workspace_floats, cudaStream_t stream) {
     if (int(net.layers.size()) != plan.layers() || rows < 1 || rows > plan.batch) {
@@ -313,21 +332,11 @@ void backward_segments(Net& net, const CheckpointPlan& plan, int rows, Version v
             "backward_checkpointed: the plan does not match the model, or rows is not in "
             "1..batch");
     }
-    const auto input_of = [&](int l) { return l == 0 ? net.input : net.layers[size_t(l) - 1].output; };
     for (size_t s = plan.segments.size(); s-- > 0;) {
-        const CheckpointSegment segment = plan.segments[s];
         // Recompute the segment from its checkpoint into the slots: the same kernel on the same input as the forward
         // pass, so the same bits. Not the last segment: the forward pass has just left its activations in the slots.
-        if (s + 1 < plan.segments.size()) {
-            for (int l = segment.first; l + 1 < segment.end; ++l) {
-                recompute_layer(net.layers[size_t(l)], input_of(l), rows, version, stream);
-            }
-        }
-        for (int l = segment.end; l-- > segment.first;) {
-            auto* previous = l > 0 ? &net.layers[size_t(l) - 1] : nullptr;
-            backward_layer(net.layers[size_t(l)], input_of(l), previous, rows, version, workspace, workspace_floats,
-                           stream);
-        }
+        if (s + 1 < plan.segments.size()) recompute_segment_with(net, plan.segments[s], rows, version, stream);
+        backward_segment_with(net, plan.segments[s], rows, version, workspace, workspace_floats, stream);
     }
 }
 
@@ -341,4 +350,19 @@ void backward_checkpointed(Mlp& net, const CheckpointPlan& plan, int rows, GemmV
 void backward_checkpointed(HalfMlp<float>& net, const CheckpointPlan& plan, int rows, HgemmVersion version,
                            float* workspace, size_t workspace_floats, cudaStream_t stream) {
     backward_segments(net, plan, rows, version, workspace, workspace_floats, stream);
+}
+
+void recompute_segment(Mlp& net, const CheckpointSegment& segment, int rows, cudaStream_t stream) {
+    recompute_segment_with(net, segment, rows, kFastestGemm, stream);
+}
+void recompute_segment(HalfMlp<float>& net, const CheckpointSegment& segment, int rows, cudaStream_t stream) {
+    recompute_segment_with(net, segment, rows, kFastestHgemm, stream);
+}
+void backward_segment(Mlp& net, const CheckpointSegment& segment, int rows, float* workspace, size_t workspace_floats,
+                      cudaStream_t stream) {
+    backward_segment_with(net, segment, rows, kFastestGemm, workspace, workspace_floats, stream);
+}
+void backward_segment(HalfMlp<float>& net, const CheckpointSegment& segment, int rows, float* workspace,
+                      size_t workspace_floats, cudaStream_t stream) {
+    backward_segment_with(net, segment, rows, kFastestHgemm, workspace, workspace_floats, stream);
 }

@@ -117,6 +117,16 @@ void backward_checkpointed(Mlp& net, const CheckpointPlan& plan, int rows, GemmV
                            size_t workspace_floats, cudaStream_t stream);
 void backward_checkpointed(HalfMlp<float>& net, const CheckpointPlan& plan, int rows, HgemmVersion version,
                            float* workspace, size_t workspace_floats, cudaStream_t stream);
+// One segment of it, with the fastest kernels (lesson 06's main.cu runs the segments from the last):
+// recompute_segment runs the forward kernels of the segment's layers but its last again, from the segment's
+// checkpoint, into the segment buffer (the same kernels on the same inputs: the same bits); backward_segment runs its
+// layers' backward, last layer first.
+void recompute_segment(Mlp& net, const CheckpointSegment& segment, int rows, cudaStream_t stream);
+void recompute_segment(HalfMlp<float>& net, const CheckpointSegment& segment, int rows, cudaStream_t stream);
+void backward_segment(Mlp& net, const CheckpointSegment& segment, int rows, float* workspace, size_t workspace_floats,
+                      cudaStream_t stream);
+void backward_segment(HalfMlp<float>& net, const CheckpointSegment& segment, int rows, float* workspace,
+                      size_t workspace_floats, cudaStream_t stream);
 // The same with the fastest kernels (lesson 04's GEMM step 6, lesson 05's pipelined HGEMM), as backward_fastest.
 inline void backward_checkpointed(Mlp& net, const CheckpointPlan& plan, int rows, float* workspace,
                                   size_t workspace_floats, cudaStream_t stream) {

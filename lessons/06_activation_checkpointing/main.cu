@@ -94,7 +94,11 @@ CheckpointRun train_run(Lesson& lesson, Precision precision, const CheckpointPol
             }
             {  // segment by segment from the last: recompute it from its checkpoint, then its backward
                 auto t = timer.scope(Phase::backward, compute);
-                backward_checkpointed(net, result.plan, rows, workspace, workspace_floats, compute);
+                const std::vector<CheckpointSegment>& segments = result.plan.segments;
+                for (size_t s = segments.size(); s-- > 0;) {  // the last segment's activations are still there
+                    if (s + 1 < segments.size()) recompute_segment(net, segments[s], rows, compute);
+                    backward_segment(net, segments[s], rows, workspace, workspace_floats, compute);
+                }
             }
             {
                 auto t = timer.scope(Phase::optimizer, compute);

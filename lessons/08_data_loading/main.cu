@@ -70,14 +70,17 @@ LoaderRun train_run(Lesson& lesson, const LoaderMode& mode, Mlp& net, size_t bat
         for (size_t b = 0; b < data.batches(); ++b) {
             const BatchPipeline::DeviceBatch batch = data.wait_for_batch(b);  // rule 3: after its copy
             const int rows = batch.rows;
-            {
+            {  // uint8 → float on the device, (p / 255 − mean) / std: 4 pixels per thread
                 auto t = timer.scope(Phase::normalize, compute);
-                if (mode.augment == Augment::device) {  // the originals arrived: augment + normalize, one kernel
-                    augment_normalize(batch.pixels, batch.samples, rows, o.seed, epoch, net.input, compute);
+                const size_t n = size_t(rows) * kMnistPixels;
+                if (mode.augment == Augment::device) {  // the originals arrived: one block per image augments
+                    augment_normalize_kernel<<<rows, 256, 0, compute>>>(  // its pixels, then normalizes them
+                        batch.pixels, batch.samples, philox_key(o.seed), epoch, net.input, kMnistMean, kMnistStd);
                 } else {  // none, or host: the pixels arrived ready (augmented by the loader)
-                    normalize_pixels(batch.pixels, net.input, size_t(rows) * kMnistPixels, kMnistMean, kMnistStd,
-                                     compute);
+                    normalize_pixels_kernel<true, float><<<grid_for_4_per_thread(n, 256), 256, 0, compute>>>(
+                        n, batch.pixels, net.input, kMnistMean, kMnistStd);
                 }
+                CUDA_CHECK(cudaGetLastError());
             }
             {
                 auto t = timer.scope(Phase::forward, compute);
