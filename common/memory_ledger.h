@@ -1,9 +1,8 @@
 // common/memory_ledger.h — every byte a lesson allocates, by what it is for, and every byte it copies.
 //
-// defines: MemoryCategory, MemorySpace, MemoryLedger (allocate / allocate_host / free / copy_to_device /
-//          copy_to_host / record_copy / snapshot), MemorySnapshot, ModelShape, predict_device_memory(),
-//          MlpBuffers + allocate_mlp() (the canonical buffer set that predict_device_memory() describes),
-//          OutOfMemoryError.
+// defines: MemoryCategory, MemorySpace, MemoryLedger (allocate / allocate_host / track / free / copy_to_device /
+//          copy_to_host / record_copy / snapshot), MemorySnapshot, ModelShape, predict_device_memory() (what
+//          lessons/mlp.h's allocate_mlp() allocates, exactly), OutOfMemoryError.
 //
 // A lesson never calls cudaMalloc directly:
 //     MemoryLedger ledger;
@@ -202,81 +201,3 @@ size_t usable_device_bytes(size_t free_bytes, size_t total_bytes);
 //                   batch's mean loss it reduces into) and one int counter (correct predictions)
 MemoryPrediction predict_device_memory(const ModelShape& shape);
 
-template <typename Param = float, typename Act = float, typename Grad = Param>
-struct MlpBuffers {
-    using ParamType = Param;
-    using ActType = Act;
-    using GradType = Grad;
-    struct Layer {
-        int in = 0, out = 0;
-        Param* weight = nullptr;  // [in × out], row-major: y = x·W + b
-        Param* bias = nullptr;    // [out]
-        Grad* weight_grad = nullptr;
-        Grad* bias_grad = nullptr;
-        float* weight_m = nullptr;  // sgd: velocity; adamw: first moment
-        float* bias_m = nullptr;
-        float* weight_v = nullptr;  // adamw: second moment (null for sgd)
-        float* bias_v = nullptr;
-        float* master_weight = nullptr;  // only with master weights
-        float* master_bias = nullptr;
-        Act* output = nullptr;       // [batch × out]: pre-softmax logits for the last layer
-        Act* output_grad = nullptr;  // [batch × out]
-    };
-    std::vector<Layer> layers;
-    Act* input = nullptr;              // [batch × in_1] normalized images
-    uint8_t* staged_pixels = nullptr;  // [staging_slots × batch × in_1]: slot s starts at s · batch · in_1
-    uint8_t* staged_labels = nullptr;  // [staging_slots × batch]
-    float* row_losses = nullptr;       // [batch] per-row losses (softmax_cross_entropy's scratch)
-    float* mean_loss = nullptr;        // [1] the batch's mean loss
-    int* correct = nullptr;            // [1]
-};
-
-// Allocates the buffers predict_device_memory(shape) describes, through the ledger. sizeof(Param) and
-// sizeof(Act) and sizeof(Grad) must equal shape.parameter_bytes, shape.activation_bytes and
-// shape.gradient_element_bytes().
-template <typename Param = float, typename Act = float, typename Grad = Param>
-MlpBuffers<Param, Act, Grad> allocate_mlp(MemoryLedger& ledger, const ModelShape& shape) {
-    if (sizeof(Param) != shape.parameter_bytes || sizeof(Act) != shape.activation_bytes ||
-        sizeof(Grad) != shape.gradient_element_bytes() || shape.batch <= 0 || shape.staging_slots < 1 ||
-        shape.layer_sizes.size() < 2) {
-        throw std::invalid_argument("allocate_mlp: the element types or the shape do not match the ModelShape");
-    }
-    using C = MemoryCategory;
-    const size_t batch = static_cast<size_t>(shape.batch);
-    MlpBuffers<Param, Act, Grad> m;
-    m.input = ledger.allocate<Act>(C::activations, "X", batch * shape.layer_sizes[0]);
-    for (size_t l = 0; l + 1 < shape.layer_sizes.size(); ++l) {
-        typename MlpBuffers<Param, Act, Grad>::Layer layer;
-        layer.in = shape.layer_sizes[l];
-        layer.out = shape.layer_sizes[l + 1];
-        const size_t weights = size_t(layer.in) * layer.out, biases = size_t(layer.out);
-        const std::string n = std::to_string(l + 1);
-        layer.weight = ledger.allocate<Param>(C::parameters, "W" + n, weights);
-        layer.bias = ledger.allocate<Param>(C::parameters, "b" + n, biases);
-        layer.weight_grad = ledger.allocate<Grad>(C::gradients, "dW" + n, weights);
-        layer.bias_grad = ledger.allocate<Grad>(C::gradients, "db" + n, biases);
-        const bool adamw = shape.optimizer == OptimizerKind::adamw;
-        layer.weight_m = ledger.allocate<float>(C::optimizer_state, (adamw ? "m_W" : "velocity_W") + n, weights);
-        layer.bias_m = ledger.allocate<float>(C::optimizer_state, (adamw ? "m_b" : "velocity_b") + n, biases);
-        if (adamw) {
-            layer.weight_v = ledger.allocate<float>(C::optimizer_state, "v_W" + n, weights);
-            layer.bias_v = ledger.allocate<float>(C::optimizer_state, "v_b" + n, biases);
-        }
-        if (shape.master_weights) {
-            layer.master_weight = ledger.allocate<float>(C::master_weights, "master_W" + n, weights);
-            layer.master_bias = ledger.allocate<float>(C::master_weights, "master_b" + n, biases);
-        }
-        layer.output = ledger.allocate<Act>(C::activations, "Y" + n, batch * layer.out);
-        layer.output_grad = ledger.allocate<Act>(C::activations, "dY" + n, batch * layer.out);
-        m.layers.push_back(layer);
-    }
-    const size_t slots = static_cast<size_t>(shape.staging_slots);
-    if (shape.stage_raw_pixels) {
-        m.staged_pixels = ledger.allocate<uint8_t>(C::input_staging, "pixels", slots * batch * shape.layer_sizes[0]);
-    }
-    m.staged_labels = ledger.allocate<uint8_t>(C::input_staging, "labels", slots * batch);
-    m.row_losses = ledger.allocate<float>(C::workspace, "row_losses", batch);
-    m.mean_loss = ledger.allocate<float>(C::workspace, "mean_loss", 1);
-    m.correct = ledger.allocate<int>(C::workspace, "correct", 1);
-    return m;
-}

@@ -21,26 +21,6 @@ void check_at_teardown(cudaError_t status, const char* what) {
 
 }  // namespace
 
-namespace {
-BatchPipeline::Options lesson03_path(bool resident, int batch) {
-    BatchPipeline::Options options;
-    options.resident = resident;
-    options.batch = batch;
-    return options;
-}
-}  // namespace
-
-BatchPipeline::BatchPipeline(Lesson& lesson, uint8_t* device_pixels, uint8_t* device_labels, bool resident, int batch)
-    : BatchPipeline(lesson, lesson.ledger, lesson.timer, device_pixels, device_labels, lesson03_path(resident, batch)) {
-}
-
-BatchPipeline::BatchPipeline(Lesson& lesson, uint8_t* device_pixels, uint8_t* device_labels, const Options& options)
-    : BatchPipeline(lesson, lesson.ledger, lesson.timer, device_pixels, device_labels, options) {}
-
-BatchPipeline::BatchPipeline(Lesson& lesson, MemoryLedger& ledger, PhaseTimer& timer, uint8_t* device_pixels,
-                             uint8_t* device_labels, bool resident, int batch)
-    : BatchPipeline(lesson, ledger, timer, device_pixels, device_labels, lesson03_path(resident, batch)) {}
-
 BatchPipeline::BatchPipeline(Lesson& lesson, MemoryLedger& ledger, PhaseTimer& timer, uint8_t* device_pixels,
                              uint8_t* device_labels, const Options& options)
     : lesson_(lesson),
@@ -196,10 +176,6 @@ void BatchPipeline::done_reading(const DeviceBatch& batch) {
 void BatchPipeline::prefetch_next(size_t b) {
     if (resident_ || b + 1 >= batches_) return;
     prefetch(next_from_loader());
-}
-
-void BatchPipeline::report_copies(Lesson& lesson) const {
-    ::report_copies(lesson, timer_, image_bytes_, resident_);
 }
 
 DeviceLosses::DeviceLosses(MemoryLedger& ledger, long keep_steps) : ledger_(ledger), keep_steps_(keep_steps) {

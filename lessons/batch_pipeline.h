@@ -29,9 +29,20 @@
 #include <optional>
 #include <vector>
 
+#include "lessons/03_pinned_async/resident_training_set.cuh"  // ResidentTrainingSet::bytes
 #include "lessons/batch_loader.h"
-#include "lessons/03_pinned_async/copy_figures.h"  // report_copies
 #include "lessons/lesson.h"
+
+// What a lesson changes of lesson 03's path; the defaults are lesson 03's (designated initializers name what
+// is changed: `{.resident = true}`, `{.batch = 512}`, `{.workers = 4, .fill = augment}`).
+struct DataPathOptions {
+    bool resident = false;  // lesson 03's --resident: the training set on the device, batches gathered there
+    int batch = 0;          // rows per batch (0: the lesson's --batch)
+    int workers = 1;        // loader threads (lesson 08); host staging slots: max(2, workers + 1)
+    BatchLoader::FillBatch fill = nullptr;  // what a worker does to a batch (null: gather the samples' bytes)
+    const char* fill_name = "gather";       // the fill's name on the --trace timeline
+    bool samples_on_device = false;         // upload each epoch's order (4 bytes per image): DeviceBatch::samples
+};
 
 class BatchPipeline {
   public:
@@ -42,30 +53,16 @@ class BatchPipeline {
     static int staging_slots(bool resident) { return resident ? 1 : kSlots; }
     // The device bytes --resident adds (the training set, its labels, the epoch's order).
     static size_t resident_bytes(const MnistSplit& train) {
-        return train.count * (kMnistPixels + 1 + sizeof(uint32_t));
+        return ResidentTrainingSet::bytes(train);
     }
 
-    // What lesson 08 changes (the defaults are lesson 03's path): loader workers, what they do to a batch, and the
-    // batch's sample indices on the device (for a kernel that needs them, as lesson 08's augmentation does).
-    struct Options {
-        bool resident = false;
-        int batch = 0;                          // rows per batch (0: the lesson's --batch)
-        int workers = 1;                        // loader threads; host staging slots: max(kSlots, workers + 1)
-        BatchLoader::FillBatch fill = nullptr;  // null: gather (copy the samples' pixels and labels)
-        const char* fill_name = "gather";       // the fill's name on the --trace timeline
-        bool samples_on_device = false;         // upload each epoch's order (4 bytes per image): DeviceBatch::samples
-    };
+    using Options = DataPathOptions;
 
-    // `device_pixels`/`device_labels`: the model's staging slots (staging_slots(resident) of `batch` rows each).
-    // Creates the two streams and the events; starts the loader thread(s), or uploads the training set when resident.
-    BatchPipeline(Lesson& lesson, uint8_t* device_pixels, uint8_t* device_labels, bool resident = false, int batch = 0);
-    BatchPipeline(Lesson& lesson, uint8_t* device_pixels, uint8_t* device_labels, const Options& options);
-    // The same with the buffers of another ledger and timer (a comparison run of lesson 05, 06 or 08, a point of
-    // lesson 07's sweep).
+    // `device_pixels`/`device_labels`: the model's staging slots (staging_slots(resident) of `batch` rows each);
+    // buffers through `ledger`, phases into `timer` (the lesson's, or a comparison run's own). Creates the two streams
+    // and the events; starts the loader thread(s), or uploads the training set when resident.
     BatchPipeline(Lesson& lesson, MemoryLedger& ledger, PhaseTimer& timer, uint8_t* device_pixels,
-                  uint8_t* device_labels, bool resident = false, int batch = 0);
-    BatchPipeline(Lesson& lesson, MemoryLedger& ledger, PhaseTimer& timer, uint8_t* device_pixels,
-                  uint8_t* device_labels, const Options& options);
+                  uint8_t* device_labels, const Options& options = {});
     ~BatchPipeline();  // stops the loader (it may wait on an event), waits for both streams, destroys them
     BatchPipeline(const BatchPipeline&) = delete;
     BatchPipeline& operator=(const BatchPipeline&) = delete;
@@ -97,8 +94,6 @@ class BatchPipeline {
     void prefetch_next(size_t b);
 
     bool resident() const { return resident_; }
-    // After training: report_copies (below) with this pipeline's figures.
-    void report_copies(Lesson& lesson) const;
 
     // The loader's figures (BatchLoader::throughput: images, busy time, the training loop's waits for it; zero
     // when resident).

@@ -7,17 +7,11 @@
 #include <thread>
 
 #include "lessons/lesson.h"
-#include "lessons/mixed_precision.h"  // allocate_model, download_parameters
 
-#include "common/access_counters.h"
 #include "common/device_info.h"
 #include "common/reference_mlp.h"
-#include "kernels/bias_grad.cuh"
-#include "kernels/elementwise.cuh"
 #include "kernels/count_correct.cuh"
-#include "kernels/gemm.cuh"
 #include "kernels/normalize.cuh"
-#include "kernels/optimizers.cuh"
 
 namespace {
 
@@ -162,27 +156,29 @@ void Lesson::upload_test_set() {
     test_labels_ = labels;
 }
 
-Mlp& Lesson::model(int staging_slots, bool stage_raw_pixels, size_t extra_device_bytes) {
-    if (model_allocated_) throw std::logic_error("Lesson::model: called twice");
+Mlp& Lesson::allocate_model(int staging_slots, bool stage_raw_pixels, size_t extra_device_bytes) {
+    if (model_allocated_) throw std::logic_error("Lesson::allocate_model: called twice");
     const ModelShape shape = model_shape(staging_slots, stage_raw_pixels);
     require_fits(shape, extra_device_bytes);
 
-    net_ = allocate_model<float, float>(ledger, shape, options.seed);  // the Philox initialization, moments zeroed
+    net_ = allocate_initialized_model<float, float>(ledger, shape,
+                                                    options.seed);  // the Philox initialization, moments zeroed
     upload_test_set();
     model_allocated_ = true;
     return net_;
 }
 
-void Lesson::finish_epoch(int epoch, const EpochTiming& timing, double loss_sum, Mlp& net, const ForwardPass& forward,
-                          cudaStream_t stream) {
-    finish_epoch(
-        epoch, timing, loss_sum, net.correct,
-        [&](const uint8_t* pixels, const uint8_t* labels, int rows, int* correct, cudaStream_t s) {
-            normalize_pixels(pixels, net.input, size_t(rows) * kMnistPixels, kMnistMean, kMnistStd, s);
-            forward(net, rows, s);
-            count_correct(net.layers.back().output, labels, correct, rows, kMnistClasses, nullptr, s);
-        },
-        stream);
+EpochMetrics Lesson::finish_epoch(int epoch, const EpochTiming& timing, double loss_sum, Mlp& net,
+                                  const ForwardPass& forward, cudaStream_t stream) {
+    return finish_epoch(epoch, timing, loss_sum, net.correct, test_set_evaluator(net, forward), stream);
+}
+
+Lesson::EvaluateBatch Lesson::test_set_evaluator(Mlp& net, const ForwardPass& forward) {
+    return [&net, forward](const uint8_t* pixels, const uint8_t* labels, int rows, int* correct, cudaStream_t s) {
+        normalize_pixels(pixels, net.input, size_t(rows) * kMnistPixels, kMnistMean, kMnistStd, s);
+        forward(net, rows, s);
+        count_correct(net.layers.back().output, labels, correct, rows, kMnistClasses, nullptr, s);
+    };
 }
 
 EpochMetrics Lesson::finish_epoch(int epoch, const EpochTiming& timing, double loss_sum, int* correct,
@@ -205,8 +201,8 @@ EpochMetrics Lesson::finish_epoch(int epoch, const EpochTiming& timing, double l
     metrics.seconds = timing.wall_ms / 1000.0;
     metrics.samples_per_second = metrics.seconds > 0 ? double(data.train.count) / metrics.seconds : 0.0;
     // The epoch's work (common/phase_work.h) for the phases it timed, and the model FLOPs rate against the peak.
-    EpochWork work = mlp_epoch_work(WorkShape{options.layer_sizes(), data.train.count, options.batch,
-                                              options.optimizer, gemm_element_bytes_, tensor_core_gemms_});
+    EpochWork work = mlp_epoch_work(WorkShape{options.layer_sizes(), data.train.count, options.batch, options.optimizer,
+                                              gemm_element_bytes_, tensor_core_gemms_});
     for (int p = 0; p < kPhaseCount; ++p) {
         if (timing.phases[p].calls == 0) work[p] = {};
         if (!run_label_.empty()) continue;  // the final table is the main run's (timer's) alone
@@ -306,92 +302,3 @@ int run_lesson(int (*train)(int, char**), int argc, char** argv) {
     }
     return 1;
 }
-
-// ---- The simple model (lessons 01–03) ----
-
-void forward_simple(Mlp& net, int rows, cudaStream_t stream) {
-    const float* x = net.input;
-    for (size_t l = 0; l < net.layers.size(); ++l) {
-        Mlp::Layer& layer = net.layers[l];
-        gemm(GemmVersion::naive, Transpose::no, Transpose::no, rows, layer.out, layer.in, 1.0f, x, layer.in,
-             layer.weight, layer.out, 0.0f, layer.output, layer.out, {}, stream);  // Y = X·W
-        bias_add(layer.bias, layer.output, rows, layer.out, layer.out, stream);    // Y += b
-        if (l + 1 < net.layers.size()) relu_forward(layer.output, layer.output, size_t(rows) * layer.out, stream);
-        x = layer.output;
-    }
-}
-
-void backward_simple(Mlp& net, int rows, cudaStream_t stream) {
-    for (size_t l = net.layers.size(); l-- > 0;) {
-        Mlp::Layer& layer = net.layers[l];
-        const float* x = l == 0 ? net.input : net.layers[l - 1].output;
-        linear_backward_weight(GemmVersion::naive, x, layer.output_grad, layer.weight_grad, rows, layer.in, layer.out,
-                               0.0f, stream);                                                     // dW = Xᵀ·dY
-        bias_grad(layer.output_grad, layer.bias_grad, rows, layer.out, layer.out, 0.0f, stream);  // db = Σ dY
-        if (l > 0) {  // dX = dY·Wᵀ, then through the previous layer's ReLU (its output > 0 where it was active)
-            Mlp::Layer& previous = net.layers[l - 1];
-            linear_backward_input(GemmVersion::naive, layer.output_grad, layer.weight, previous.output_grad, rows,
-                                  layer.in, layer.out, stream);
-            relu_backward(previous.output_grad, previous.output, previous.output_grad, size_t(rows) * layer.in, stream);
-        }
-    }
-}
-
-void optimizer_update(Mlp& net, const TrainOptions& o, double lr, int step, cudaStream_t stream) {
-    if (o.optimizer == OptimizerKind::sgd) {  // --optimizer sgd: momentum SGD, the velocity in weight_m
-        const SgdParams h{float(lr), float(o.momentum), float(o.weight_decay)};
-        for (Mlp::Layer& layer : net.layers) {
-            sgd_momentum_step(layer.weight, layer.weight_grad, layer.weight_m, size_t(layer.in) * layer.out, h, stream);
-            sgd_momentum_step(layer.bias, layer.bias_grad, layer.bias_m, size_t(layer.out), h, stream);
-        }
-        return;
-    }
-    const AdamWParams h{float(lr), float(o.beta1), float(o.beta2), float(o.epsilon), float(o.weight_decay)};
-    for (Mlp::Layer& layer : net.layers) {
-        adamw_step(layer.weight, layer.weight_grad, layer.weight_m, layer.weight_v, size_t(layer.in) * layer.out, h,
-                   step, stream);
-        adamw_step(layer.bias, layer.bias_grad, layer.bias_m, layer.bias_v, size_t(layer.out), h, step, stream);
-    }
-}
-
-// ---- The fast model (lesson 04 on) ----
-
-void forward_fast(Mlp& net, int rows, GemmVersion gemm_version, cudaStream_t stream) {
-    const float* x = net.input;
-    for (size_t l = 0; l < net.layers.size(); ++l) {
-        Mlp::Layer& layer = net.layers[l];
-        const bool relu = l + 1 < net.layers.size();
-        linear_forward(gemm_version, x, layer.weight, layer.bias, relu, layer.output, rows, layer.in, layer.out,
-                       stream);  // Y = act(X·W + b): one kernel, Y written once
-        x = layer.output;
-    }
-}
-
-void backward_fast(Mlp& net, int rows, GemmVersion gemm_version, float* workspace, size_t workspace_floats,
-                   cudaStream_t stream) {
-    for (size_t l = net.layers.size(); l-- > 0;) {
-        Mlp::Layer& layer = net.layers[l];
-        const float* x = l == 0 ? net.input : net.layers[l - 1].output;
-        linear_backward_weight(gemm_version, x, layer.output_grad, layer.weight_grad, rows, layer.in, layer.out, 0.0f,
-                               stream);  // dW = Xᵀ·dY
-        bias_grad_two_pass(layer.output_grad, layer.bias_grad, rows, layer.out, layer.out, 0.0f, workspace,
-                           workspace_floats, stream);  // db = Σ dY, every row chunk in parallel
-        if (l > 0) {
-            Mlp::Layer& previous = net.layers[l - 1];
-            linear_backward_input(gemm_version, layer.output_grad, layer.weight, previous.output_grad, rows, layer.in,
-                                  layer.out, stream);  // dX = dY·Wᵀ
-            relu_backward(previous.output_grad, previous.output, previous.output_grad, size_t(rows) * layer.in, stream);
-        }
-    }
-}
-
-StepGemmFlops training_step_gemm_flops(const std::vector<int>& layer_sizes, int rows) {
-    StepGemmFlops flops;
-    for (size_t l = 0; l + 1 < layer_sizes.size(); ++l) {
-        const double gemm = 2.0 * rows * layer_sizes[l] * layer_sizes[l + 1];
-        flops.forward += gemm;                       // Y = X·W
-        flops.backward += l == 0 ? gemm : 2 * gemm;  // dW = Xᵀ·dY; dX = dY·Wᵀ except for the first layer
-    }
-    return flops;
-}
-

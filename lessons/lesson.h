@@ -7,7 +7,7 @@
 // A lesson's main.cu:
 //     int train(int argc, char** argv) {
 //         Lesson lesson(argc, argv, "lesson01_naive_fp32", "one line: the idea");   // exits on bad flags/data
-//         Mlp& net = lesson.model();                          // allocated, initialized, test set uploaded
+//         Mlp& net = lesson.allocate_model();                          // allocated, initialized, test set uploaded
 //         for (int epoch = 1; epoch <= lesson.options.epochs; ++epoch) {
 //             lesson.timer.begin_epoch(epoch);
 //             ... the lesson's loop: copy, normalize, forward, loss, backward, optimizer, each a timed phase ...
@@ -33,14 +33,13 @@
 
 #include "common/cli.h"
 #include "common/memory_ledger.h"
+#include "lessons/mlp.h"  // Mlp: the model's device buffers
 #include "common/mnist.h"
 #include "common/device_peaks.h"
 #include "common/phase_timer.h"
 #include "common/phase_work.h"
 #include "common/report.h"
 #include "kernels/gemm_version.h"  // GemmVersion (host-only: this header is also read by g++ in the cuda flavor)
-
-using Mlp = MlpBuffers<float, float>;
 
 // The forward pass of `rows` images whose normalized pixels are in net.input: leaves the logits in
 // net.layers.back().output. Training and test-set evaluation call the same one.
@@ -68,9 +67,9 @@ class Lesson {
     // uploaded once (it stays on the device: evaluating it moves no pixels). `staging_slots` and
     // `stage_raw_pixels` are ModelShape's. Call once.
     // `extra_device_bytes`: device memory the lesson allocates itself next to the model (counted in the fit check).
-    Mlp& model(int staging_slots = 1, bool stage_raw_pixels = true, size_t extra_device_bytes = 0);
+    Mlp& allocate_model(int staging_slots = 1, bool stage_raw_pixels = true, size_t extra_device_bytes = 0);
 
-    // The pieces of model() for a lesson that allocates another kind of model itself (lesson 05's fp16 buffers):
+    // The pieces of allocate_model() for a lesson that allocates another kind of model itself (lesson 05's fp16 buffers):
     // the fp32 ModelShape of the flags; exit 2 with one message unless `shape` plus `extra_device_bytes` (and the
     // test set) fits the device; the test set uploaded once (a no-op after the first call).
     ModelShape model_shape(int staging_slots = 1, bool stage_raw_pixels = true) const;
@@ -87,8 +86,8 @@ class Lesson {
     // After timer.end_epoch(): reads the epoch's count of correct training predictions (net.correct, which the
     // loop fills with count_correct), evaluates the test set with `forward` on `stream`, prints the epoch line
     // and records it for the JSON report. loss_sum: Σ over the epoch's batches of mean loss · rows.
-    void finish_epoch(int epoch, const EpochTiming& timing, double loss_sum, Mlp& net, const ForwardPass& forward,
-                      cudaStream_t stream = 0);
+    EpochMetrics finish_epoch(int epoch, const EpochTiming& timing, double loss_sum, Mlp& net,
+                              const ForwardPass& forward, cudaStream_t stream = 0);
     // The same for any model: `correct` is the device counter the training loop counted into (zeroed here for the
     // next epoch); `evaluate` runs one chunk of the device-resident test set (normalize, forward, count_correct into
     // `correct`). Returns the epoch's figures.
@@ -96,6 +95,9 @@ class Lesson {
         std::function<void(const uint8_t* pixels, const uint8_t* labels, int rows, int* correct, cudaStream_t)>;
     EpochMetrics finish_epoch(int epoch, const EpochTiming& timing, double loss_sum, int* correct,
                               const EvaluateBatch& evaluate, cudaStream_t stream = 0);
+    // An fp32 model's EvaluateBatch: normalize the chunk into net.input, `forward`, count_correct. `net` must
+    // outlive it. (The fp16 models': test_set_evaluator in lessons/mixed_precision.h.)
+    static EvaluateBatch test_set_evaluator(Mlp& net, const ForwardPass& forward);
     // The fraction of the test set `evaluate` classifies correctly, in chunks of `chunk_rows` (at most the batch the
     // model's buffers were allocated for), counted into the device counter `correct` (zeroed before and after).
     double evaluate_test_set(int* correct, const EvaluateBatch& evaluate, int chunk_rows, cudaStream_t stream = 0);
@@ -104,7 +106,7 @@ class Lesson {
     void set_run_label(const std::string& label) { run_label_ = label; }
 
     // The final parameters, for finish()'s checksum, as fp32 (W_1, b_1, W_2, ...): set by a lesson whose model is
-    // not model()'s; otherwise finish() reads model()'s.
+    // not allocate_allocate_model()'s; otherwise finish() reads allocate_allocate_model()'s.
     void set_final_parameters(std::vector<std::vector<float>> tensors) { final_parameters_ = std::move(tensors); }
 
     // How the model's GEMMs run, for each phase's work (common/phase_work.h): fp16 operands on tensor cores (lesson
@@ -155,7 +157,7 @@ class Lesson {
     std::vector<std::vector<float>> final_parameters_;
     std::string trace_path_;  // --trace FILE: the timeline of timer's first --trace-steps steps per epoch
     int trace_steps_ = 5;
-    DevicePeaks peaks_;      // the device's limits (common/device_peaks.h), unknown on the CPU backend
+    DevicePeaks peaks_;       // the device's limits (common/device_peaks.h), unknown on the CPU backend
     EpochWork work_total_{};  // every finished epoch's work (common/phase_work.h), for the final table
     int gemm_element_bytes_ = 4;
     bool tensor_core_gemms_ = false;
@@ -169,33 +171,3 @@ int max_indexable_batch(const std::vector<int>& layer_sizes);
 // Runs a lesson's train(): anything it throws (a bad kernel argument, an allocation the ledger could not make)
 // becomes one line on stderr and exit code 1 instead of std::terminate's abort.
 int run_lesson(int (*train)(int, char**), int argc, char** argv);
-
-// ---- The model with the simple kernels (lessons 01–03): naive GEMM, bias and ReLU as separate kernels. ----
-
-// Y_l = relu(X_l·W_l + b_l) for each hidden layer; the last layer's Y is the logits (no ReLU).
-void forward_simple(Mlp& net, int rows, cudaStream_t stream);
-// From dlogits in net.layers.back().output_grad: dW_l = X_lᵀ·dY_l, db_l = Σ_rows dY_l, dX_l = dY_l·W_lᵀ masked by
-// the previous layer's ReLU.
-void backward_simple(Mlp& net, int rows, cudaStream_t stream);
-// ---- The model with the fast kernels (lesson 04 on): any step of the GEMM staircase (kernels/gemm.cuh). ----
-
-// Y_l = relu(X_l·W_l + b_l) in one kernel per layer: bias and ReLU fused into the GEMM's epilogue.
-void forward_fast(Mlp& net, int rows, GemmVersion gemm_version, cudaStream_t stream);
-// As backward_simple, with `gemm_version` for the two GEMMs per layer and the two-pass bias gradient
-// (bias_grad_two_pass) in `workspace` (bias_grad_workspace_floats(batch, widest layer) floats).
-void backward_fast(Mlp& net, int rows, GemmVersion gemm_version, float* workspace, size_t workspace_floats,
-                   cudaStream_t stream);
-
-// The GEMM floating-point operations of one training step as forward_fast and backward_fast run it, 2·rows·in·out per
-// GEMM: the forward Y = X·W and the backward dW = Xᵀ·dY in every layer, and dX = dY·Wᵀ in every layer but the first
-// (the images need no gradient, so backward_fast skips it). layer_sizes: 784, hidden..., 10.
-struct StepGemmFlops {
-    double forward = 0;
-    double backward = 0;
-};
-StepGemmFlops training_step_gemm_flops(const std::vector<int>& layer_sizes, int rows);
-
-
-// One optimizer step on every weight and bias (kernels/optimizers.cuh): AdamW, or momentum SGD with --optimizer
-// sgd; step counts from 1.
-void optimizer_update(Mlp& net, const TrainOptions& options, double lr, int step, cudaStream_t stream);

@@ -80,53 +80,6 @@ ModelShape half_model_shape(const Lesson& lesson, Precision precision, int stagi
     return shape;
 }
 
-template <typename Param, typename Grad>
-MlpBuffers<Param, Param, Grad> allocate_model(MemoryLedger& ledger, const ModelShape& shape, uint64_t seed) {
-    MlpBuffers<Param, Param, Grad> net = allocate_mlp<Param, Param, Grad>(ledger, shape);
-    initialize_model(ledger, net, seed);
-    return net;
-}
-
-template <typename Param, typename Grad>
-void initialize_model(MemoryLedger& ledger, MlpBuffers<Param, Param, Grad>& net, uint64_t seed) {
-    std::vector<int> layer_sizes = {net.layers.front().in};
-    for (const auto& layer : net.layers) layer_sizes.push_back(layer.out);
-    const std::vector<LayerParameters> init = init_parameters(seed, layer_sizes);
-    for (size_t l = 0; l < net.layers.size(); ++l) {
-        auto& layer = net.layers[l];
-        const std::vector<float>& weight = init[l].weight;
-        const std::vector<float>& bias = init[l].bias;
-        if constexpr (std::is_same_v<Param, float>) {
-            ledger.copy_to_device(layer.weight, weight.data(), weight.size() * sizeof(float));
-            ledger.copy_to_device(layer.bias, bias.data(), bias.size() * sizeof(float));
-        } else if (layer.master_weight != nullptr) {  // mixed: fp32 masters; the working copy made from them
-            ledger.copy_to_device(layer.master_weight, weight.data(), weight.size() * sizeof(float));
-            ledger.copy_to_device(layer.master_bias, bias.data(), bias.size() * sizeof(float));
-            cast_to_half(layer.master_weight, layer.weight, weight.size());
-            cast_to_half(layer.master_bias, layer.bias, bias.size());
-        } else {  // fp16 is all there is: round the initialization on the host
-            const auto rounded = [](const std::vector<float>& x) {
-                std::vector<__half> h(x.size());
-                std::transform(x.begin(), x.end(), h.begin(), [](float v) { return __float2half_rn(v); });
-                return h;
-            };
-            const std::vector<__half> weight_half = rounded(weight), bias_half = rounded(bias);
-            ledger.copy_to_device(layer.weight, weight_half.data(), weight_half.size() * sizeof(__half));
-            ledger.copy_to_device(layer.bias, bias_half.data(), bias_half.size() * sizeof(__half));
-            CUDA_CHECK(cudaDeviceSynchronize());  // pageable sources that go out of scope here
-        }
-        // The optimizer state starts at zero (the gradients are overwritten by every backward pass).
-        CUDA_CHECK(cudaMemset(layer.weight_m, 0, weight.size() * sizeof(float)));
-        CUDA_CHECK(cudaMemset(layer.bias_m, 0, bias.size() * sizeof(float)));
-        if (layer.weight_v != nullptr) {
-            CUDA_CHECK(cudaMemset(layer.weight_v, 0, weight.size() * sizeof(float)));
-            CUDA_CHECK(cudaMemset(layer.bias_v, 0, bias.size() * sizeof(float)));
-        }
-    }
-    CUDA_CHECK(cudaMemset(net.correct, 0, sizeof(int)));
-    CUDA_CHECK(cudaDeviceSynchronize());  // the pageable init vectors are done with before they go out of scope
-}
-
 template <typename Grad>
 void forward_half(HalfMlp<Grad>& net, int rows, HgemmVersion version, cudaStream_t stream) {
     const __half* x = net.input;
@@ -218,59 +171,6 @@ std::vector<GradientTensor> gradient_tensors(HalfMlp<float>& net) {
     return tensors;
 }
 
-std::vector<std::vector<float>> download_parameters(MemoryLedger& ledger, Mlp& net) {
-    CUDA_CHECK(cudaDeviceSynchronize());  // every stream's updates have landed (the copies below are on stream 0)
-    std::vector<std::vector<float>> tensors;
-    for (Mlp::Layer& layer : net.layers) {
-        std::vector<float> weight(size_t(layer.in) * layer.out), bias(size_t(layer.out));
-        ledger.copy_to_host(weight.data(), layer.weight, weight.size() * sizeof(float));
-        ledger.copy_to_host(bias.data(), layer.bias, bias.size() * sizeof(float));
-        CUDA_CHECK(cudaDeviceSynchronize());  // pageable destinations: landed before the host reads them
-        tensors.push_back(std::move(weight));
-        tensors.push_back(std::move(bias));
-    }
-    return tensors;
-}
-
-namespace {
-
-// On `stream`, the stream of the kernels that wrote `device`: a copy on stream 0 would not wait for a non-blocking
-// stream's kernels (CUDA_CPU_ASYNC=late caught the probe below reading gradients before its backward pass ran).
-std::vector<float> download_widened(MemoryLedger& ledger, const __half* device, size_t count, cudaStream_t stream) {
-    std::vector<__half> halves(count);
-    ledger.copy_to_host(halves.data(), device, count * sizeof(__half), stream);
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    std::vector<float> floats(count);
-    std::transform(halves.begin(), halves.end(), floats.begin(), [](__half x) { return __half2float(x); });
-    return floats;
-}
-
-std::vector<float> download_floats(MemoryLedger& ledger, const float* device, size_t count, cudaStream_t stream) {
-    std::vector<float> floats(count);
-    ledger.copy_to_host(floats.data(), device, count * sizeof(float), stream);
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    return floats;
-}
-
-}  // namespace
-
-template <typename Grad>
-std::vector<std::vector<float>> download_parameters(MemoryLedger& ledger, HalfMlp<Grad>& net) {
-    CUDA_CHECK(cudaDeviceSynchronize());  // every stream's updates have landed (the copies below are on stream 0)
-    std::vector<std::vector<float>> tensors;
-    for (auto& layer : net.layers) {
-        const size_t weights = size_t(layer.in) * layer.out, biases = size_t(layer.out);
-        if (layer.master_weight != nullptr) {
-            tensors.push_back(download_floats(ledger, layer.master_weight, weights, 0));
-            tensors.push_back(download_floats(ledger, layer.master_bias, biases, 0));
-        } else {
-            tensors.push_back(download_widened(ledger, layer.weight, weights, 0));
-            tensors.push_back(download_widened(ledger, layer.bias, biases, 0));
-        }
-    }
-    return tensors;
-}
-
 UnderflowProbe probe_gradient_underflow(const Lesson& lesson, const std::vector<std::vector<float>>& parameters,
                                         const uint8_t* pixels, const uint8_t* labels, int rows, float scale,
                                         cudaStream_t stream) {
@@ -327,10 +227,10 @@ UnderflowProbe probe_gradient_underflow(const Lesson& lesson, const std::vector<
         backward_half(half, rows, kFastestHgemm, workspace, workspace_floats, stream);
         uint64_t flushed = 0, overflowed = 0;
         for (size_t l = 0; l < half.layers.size(); ++l) {
-            const std::vector<float> dw = download_widened(ledger, half.layers[l].weight_grad,
-                                                           size_t(half.layers[l].in) * half.layers[l].out, stream);
+            const std::vector<float> dw = download_floats(ledger, half.layers[l].weight_grad,
+                                                          size_t(half.layers[l].in) * half.layers[l].out, stream);
             const std::vector<float> db =
-                download_widened(ledger, half.layers[l].bias_grad, size_t(half.layers[l].out), stream);
+                download_floats(ledger, half.layers[l].bias_grad, size_t(half.layers[l].out), stream);
             const auto count = [&](const std::vector<float>& fp16, const std::vector<float>& fp32) {
                 for (size_t i = 0; i < fp16.size(); ++i) {
                     if (fp32[i] == 0.0f) continue;
@@ -352,14 +252,7 @@ UnderflowProbe probe_gradient_underflow(const Lesson& lesson, const std::vector<
     return probe;
 }
 
-template Mlp allocate_model<float, float>(MemoryLedger&, const ModelShape&, uint64_t);
-template HalfMlp<float> allocate_model<__half, float>(MemoryLedger&, const ModelShape&, uint64_t);
-template HalfMlp<__half> allocate_model<__half, __half>(MemoryLedger&, const ModelShape&, uint64_t);
-template void initialize_model<float, float>(MemoryLedger&, Mlp&, uint64_t);
-template void initialize_model<__half, float>(MemoryLedger&, HalfMlp<float>&, uint64_t);
 template void forward_half<float>(HalfMlp<float>&, int, HgemmVersion, cudaStream_t);
 template void forward_half<__half>(HalfMlp<__half>&, int, HgemmVersion, cudaStream_t);
 template void backward_half<float>(HalfMlp<float>&, int, HgemmVersion, float*, size_t, cudaStream_t);
 template void backward_half<__half>(HalfMlp<__half>&, int, HgemmVersion, float*, size_t, cudaStream_t);
-template std::vector<std::vector<float>> download_parameters<float>(MemoryLedger&, HalfMlp<float>&);
-template std::vector<std::vector<float>> download_parameters<__half>(MemoryLedger&, HalfMlp<__half>&);

@@ -2,7 +2,7 @@
 //
 // defines: Precision (--precision's four ways to train) with its names, HalfMlp<Grad>, half_model_shape(),
 //          allocate_half_model(), forward_half(), backward_half(), the optimizer step of each precision
-//          (optimizer_step), forward_fastest()/backward_fastest()/evaluate_with() for any precision's model,
+//          (optimizer_step), forward_fastest_kernels()/backward_fastest_kernels()/test_set_evaluator() for any precision's model,
 //          download_parameters(), probe_gradient_underflow().
 //
 // The four ways (lesson 05's README explains why only the last one is right):
@@ -57,18 +57,6 @@ using HalfMlp = MlpBuffers<__half, __half, Grad>;
 // fp32 master weights for mixed. (fp32: lesson.model_shape() as it is.)
 ModelShape half_model_shape(const Lesson& lesson, Precision precision, int staging_slots);
 
-// Allocates the buffers of `shape` through `ledger` (allocate_mlp) and initializes them from the same Philox
-// initialization as every lesson (init_parameters): fp32 parameters are uploaded as they are; with master weights
-// (mixed) the masters are uploaded and the fp16 copy made on the device (cast_to_half); fp16 parameters without
-// masters are rounded on the host. Optimizer state and the correct counter zeroed. Param/Grad: float/float (the
-// fp32 model), __half/__half (fp16-pure), __half/float (fp16-weights, mixed).
-template <typename Param, typename Grad>
-MlpBuffers<Param, Param, Grad> allocate_model(MemoryLedger& ledger, const ModelShape& shape, uint64_t seed);
-// allocate_model's second half, for a model whose buffers are laid out otherwise (lesson 06's checkpointed one):
-// the parameters from init_parameters(seed), optimizer state and the correct counter zeroed.
-template <typename Param, typename Grad>
-void initialize_model(MemoryLedger& ledger, MlpBuffers<Param, Param, Grad>& net, uint64_t seed);
-
 // Y_l = relu(X_l·W_l + b_l) on tensor cores (kernels/hgemm.cuh): fp16 in, fp32 accumulation, fp16 out, bias and
 // ReLU in the epilogue.
 template <typename Grad>
@@ -82,25 +70,27 @@ void backward_half(HalfMlp<Grad>& net, int rows, HgemmVersion version, float* wo
 
 // The fastest kernels of each model under one spelling, so that a training loop reads the same for every precision:
 // lesson 04's fp32 GEMM step 6, or the pipelined HGEMM on tensor cores.
-inline void forward_fastest(Mlp& net, int rows, cudaStream_t stream) {
+inline void forward_fastest_kernels(Mlp& net, int rows, cudaStream_t stream) {
     forward_fast(net, rows, kFastestGemm, stream);
 }
 template <typename Grad>
-void forward_fastest(HalfMlp<Grad>& net, int rows, cudaStream_t stream) {
+void forward_fastest_kernels(HalfMlp<Grad>& net, int rows, cudaStream_t stream) {
     forward_half(net, rows, kFastestHgemm, stream);
 }
-inline void backward_fastest(Mlp& net, int rows, float* workspace, size_t workspace_floats, cudaStream_t stream) {
+inline void backward_fastest_kernels(Mlp& net, int rows, float* workspace, size_t workspace_floats,
+                                     cudaStream_t stream) {
     backward_fast(net, rows, kFastestGemm, workspace, workspace_floats, stream);
 }
 template <typename Grad>
-void backward_fastest(HalfMlp<Grad>& net, int rows, float* workspace, size_t workspace_floats, cudaStream_t stream) {
+void backward_fastest_kernels(HalfMlp<Grad>& net, int rows, float* workspace, size_t workspace_floats,
+                              cudaStream_t stream) {
     backward_half(net, rows, kFastestHgemm, workspace, workspace_floats, stream);
 }
 
 // Test-set evaluation for Lesson::finish_epoch with any of these models: normalize a chunk of the device-resident
-// test set into net.input, forward_fastest, count_correct into `correct`. `net` must outlive the function.
+// test set into net.input, forward_fastest_kernels, count_correct into `correct`. `net` must outlive the function.
 template <typename Net>
-Lesson::EvaluateBatch evaluate_with(Net& net);
+Lesson::EvaluateBatch test_set_evaluator(Net& net);
 
 // Device counters the optimizer kernels add to (kernels/optimizers.cuh): `updates` computed non-zero, and of
 // those `stalled`, the ones whose stored weight did not change (the update rounded away).
@@ -123,12 +113,6 @@ void optimizer_step(HalfMlp<float>& net, const TrainOptions& options, double lr,
 // Every gradient tensor of the model, for unscale_and_check (kernels/loss_scaling.cuh).
 std::vector<GradientTensor> gradient_tensors(HalfMlp<float>& net);
 
-// The parameters as fp32 host vectors (W_1, b_1, W_2, ...): the master weights for mixed, the fp16 weights widened
-// otherwise. For the checksum and the underflow probe.
-std::vector<std::vector<float>> download_parameters(MemoryLedger& ledger, Mlp& net);
-template <typename Grad>
-std::vector<std::vector<float>> download_parameters(MemoryLedger& ledger, HalfMlp<Grad>& net);
-
 // On one batch (device pixels/labels), with the given parameters: the weight and bias gradients in fp32 (lesson
 // 04's kernels) and in fp16 (this file's, gradients stored as fp16 like fp16-pure), once with the loss unscaled and
 // once multiplied by `scale`. Of the elements whose fp32 gradient is non-zero, the fraction that are zero in fp16.
@@ -145,10 +129,10 @@ UnderflowProbe probe_gradient_underflow(const Lesson& lesson, const std::vector<
                                         cudaStream_t stream);
 
 template <typename Net>
-Lesson::EvaluateBatch evaluate_with(Net& net) {
+Lesson::EvaluateBatch test_set_evaluator(Net& net) {
     return [&net](const uint8_t* pixels, const uint8_t* labels, int rows, int* correct, cudaStream_t stream) {
         normalize_pixels(pixels, net.input, size_t(rows) * kMnistPixels, kMnistMean, kMnistStd, stream);
-        forward_fastest(net, rows, stream);
+        forward_fastest_kernels(net, rows, stream);
         count_correct(net.layers.back().output, labels, correct, rows, kMnistClasses, nullptr, stream);
     };
 }

@@ -8,6 +8,7 @@
 #include "tests/test_support.h"
 
 #include "common/memory_ledger.h"
+#include "lessons/mlp.h"  // allocate_mlp: the buffers predict_device_memory describes
 
 TEST_CASE("memory ledger: current and peak per category and space", "[memory]") {
     REQUIRE_DEVICE();

@@ -65,8 +65,8 @@ TEST_CASE("mixed precision: gradient_tensors lists every gradient once, and the 
     REQUIRE_DEVICE();
     auto rng = test_support::rng_for_test();
     MemoryLedger ledger;
-    HalfMlp<float> half = allocate_model<__half, float>(ledger, shape_of(true), kSeed);
-    Mlp full = allocate_model<float, float>(ledger, shape_of(false), kSeed);
+    HalfMlp<float> half = allocate_initialized_model<__half, float>(ledger, shape_of(true), kSeed);
+    Mlp full = allocate_initialized_model<float, float>(ledger, shape_of(false), kSeed);
     const int L = int(half.layers.size());
     REQUIRE(L == int(kLayers.size()) - 1);
 

@@ -2,7 +2,7 @@
 // change from lesson 01: the batch crosses PCIe as the uint8 pixels MNIST stores (128 × 784 = 100,352 bytes, a quarter
 // of lesson 01's floats), and one more kernel (kernels/normalize.cuh) turns them into floats on the device, with the
 // formula the host used (common/normalize_pixel.h): bitwise the same inputs, so the same weights as lesson 01. The
-// model's buffers are lesson 01's, allocated by lesson.model(); README.md says which file holds each part of the loop.
+// model's buffers are lesson 01's, allocated by lesson.allocate_model(); README.md says which file holds each part of the loop.
 #include <cstdio>
 #include <vector>
 
@@ -72,7 +72,7 @@ int train(int argc, char** argv) {
     MemoryLedger& ledger = lesson.ledger;
     PhaseTimer& timer = lesson.timer;
     const cudaStream_t compute = 0;  // the default stream: every call runs after the previous one has finished
-    Mlp& net = lesson.model(/*staging_slots=*/1, /*stage_raw_pixels=*/true);  // uint8 pixels land in staging
+    Mlp& net = lesson.allocate_model(/*staging_slots=*/1, /*stage_raw_pixels=*/true);  // uint8 pixels land in staging
 
     // One batch in pageable host memory (plain operator new): what cudaMemcpy copies from.
     uint8_t* batch_pixels = ledger.allocate_host<uint8_t>(MemoryCategory::input_staging, "batch pixels (uint8)",

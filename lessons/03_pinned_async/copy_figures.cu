@@ -42,8 +42,8 @@ void print_h2d_bandwidth_probe(Lesson& lesson, size_t batch_bytes) {
     CUDA_CHECK(cudaEventDestroy(start));
     CUDA_CHECK(cudaEventDestroy(stop));
     print_flushed("host→device bandwidth probe (cudaMemcpyAsync, timed with CUDA events" +
-                  std::string(lesson.on_cpu_backend() ? "; CPU backend: a memcpy, not PCIe" : "") + "):\n" + table.render() +
-                  "\n");
+                  std::string(lesson.on_cpu_backend() ? "; CPU backend: a memcpy, not PCIe" : "") + "):\n" +
+                  table.render() + "\n");
 }
 
 void report_copies(Lesson& lesson, const PhaseTimer& timer, uint64_t image_bytes_per_epoch, bool resident) {
@@ -67,4 +67,3 @@ void report_copies(Lesson& lesson, const PhaseTimer& timer, uint64_t image_bytes
     }
     lesson.add_result("image_bytes_per_epoch", int64_t(image_bytes_per_epoch));
 }
-

@@ -83,7 +83,8 @@ int train(int argc, char** argv) {
     MemoryLedger& ledger = lesson.ledger;
     PhaseTimer& timer = lesson.timer;
     const size_t resident_bytes = resident ? ResidentTrainingSet::bytes(train_set) : 0;  // counted in the fit check
-    Mlp& net = lesson.model(/*staging_slots=*/resident ? 1 : kSlots, /*stage_raw_pixels=*/true, resident_bytes);
+    Mlp& net =
+        lesson.allocate_model(/*staging_slots=*/resident ? 1 : kSlots, /*stage_raw_pixels=*/true, resident_bytes);
     lesson.add_config("resident", resident);
     print_h2d_bandwidth_probe(lesson, size_t(o.batch) * kMnistPixels);
 

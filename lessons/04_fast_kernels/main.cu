@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lessons/04_fast_kernels/gemm_staircase.h"
+#include "lessons/03_pinned_async/copy_figures.h"  // the bandwidth probe, and how much copy time was hidden
 #include "lessons/batch_pipeline.h"  // lesson 03's data path (loader thread, pinned slots, async copies) as a class
 #include "lessons/lesson.h"
 
@@ -37,7 +38,7 @@ int train(int argc, char** argv) {
     const TrainOptions& o = lesson.options;
     PhaseTimer& timer = lesson.timer;
     const size_t workspace_floats = bias_grad_workspace_floats(o.batch, o.widest_layer());  // two-pass bias gradient
-    Mlp& net = lesson.model(
+    Mlp& net = lesson.allocate_model(
         BatchPipeline::staging_slots(resident), /*stage_raw_pixels=*/true,
         (resident ? BatchPipeline::resident_bytes(lesson.data.train) : 0) + workspace_floats * sizeof(float));
     float* workspace =
@@ -46,7 +47,7 @@ int train(int argc, char** argv) {
     lesson.add_config("gemm", gemm_step);
     const ForwardPass forward_with_gemm = [gemm](Mlp& n, int rows, cudaStream_t s) { forward_fast(n, rows, gemm, s); };
     print_h2d_bandwidth_probe(lesson, size_t(o.batch) * kMnistPixels);
-    BatchPipeline data(lesson, net.staged_pixels, net.staged_labels, resident);  // lesson 03's data path
+    BatchPipeline data(lesson, lesson.ledger, timer, net.staged_pixels, net.staged_labels, {.resident = resident});
     DeviceLosses losses(lesson.ledger);
     const cudaStream_t compute = data.compute();
 
@@ -93,7 +94,7 @@ int train(int argc, char** argv) {
         const EpochTiming& timing = timer.end_epoch();  // synchronizes the device: the loss sum is on the host
         lesson.finish_epoch(epoch, timing, losses.epoch_sum(), net, forward_with_gemm, compute);
     }
-    data.report_copies(lesson);
+    report_copies(lesson, timer, data.image_bytes_copied(), resident);    // how much copy time compute never saw
     const RunGemmStep run_step = [&](GemmVersion version, Phase phase) {  // the table's runs: this file's kernels
         if (phase == Phase::forward) return forward_fast(net, o.batch, version, compute);
         backward_fast(net, o.batch, version, workspace, workspace_floats, compute);

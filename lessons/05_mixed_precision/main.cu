@@ -42,7 +42,7 @@ PrecisionRun train_run(Lesson& lesson, Precision precision, bool main_run, Memor
     const size_t workspace_floats = bias_grad_workspace_floats(o.batch, o.widest_layer());  // two-pass bias gradient
     lesson.require_fits(shape, workspace_floats * sizeof(float) + sizeof(GradScalerState) +
                                    size_t(lesson.total_steps()) * sizeof(float) + 64);
-    Net net = allocate_model<typename Net::ParamType, typename Net::GradType>(ledger, shape, o.seed);
+    Net net = allocate_initialized_model<typename Net::ParamType, typename Net::GradType>(ledger, shape, o.seed);
     lesson.upload_test_set();
     float* workspace = ledger.allocate<float>(MemoryCategory::workspace, "bias-grad partial sums", workspace_floats);
     BatchPipeline data(lesson, ledger, timer, net.staged_pixels, net.staged_labels);  // lesson 03's data path
@@ -81,7 +81,7 @@ PrecisionRun train_run(Lesson& lesson, Precision precision, bool main_run, Memor
             }
             {
                 auto t = timer.scope(Phase::forward, compute);
-                forward_fastest(net, rows, compute);  // fp16 on tensor cores (fp32: lesson 04's)
+                forward_fastest_kernels(net, rows, compute);  // fp16 on tensor cores (fp32: lesson 04's)
             }
             {  // softmax-CE in fp32 from the (fp16) logits; dlogits = scale · (p − onehot) / rows, stored in fp16
                 auto t = timer.scope(Phase::loss, compute);
@@ -94,7 +94,7 @@ PrecisionRun train_run(Lesson& lesson, Precision precision, bool main_run, Memor
             }
             {
                 auto t = timer.scope(Phase::backward, compute);
-                backward_fastest(net, rows, workspace, workspace_floats, compute);
+                backward_fastest_kernels(net, rows, workspace, workspace_floats, compute);
             }
             {
                 auto t = timer.scope(Phase::optimizer, compute);
@@ -114,7 +114,8 @@ PrecisionRun train_run(Lesson& lesson, Precision precision, bool main_run, Memor
         }
         losses.copy_epoch_sum(timer, compute);
         const EpochTiming& timing = timer.end_epoch();  // synchronizes the device: the loss sum is on the host
-        result.last = lesson.finish_epoch(epoch, timing, losses.epoch_sum(), net.correct, evaluate_with(net), compute);
+        result.last =
+            lesson.finish_epoch(epoch, timing, losses.epoch_sum(), net.correct, test_set_evaluator(net), compute);
         result.seconds += result.last.seconds;
         if (scaler != nullptr) print_scaler_news(ledger, scaler, &scale_changes_printed, compute);
     }

@@ -185,7 +185,8 @@ MlpBuffers<Param, Param, Grad> allocate_checkpointed_model(MemoryLedger& ledger,
         plan.element_bytes != shape.activation_bytes) {
         throw std::invalid_argument("allocate_checkpointed_model: the plan was made for another shape");
     }
-    if (plan.keeps_everything()) return allocate_model<Param, Grad>(ledger, shape, seed);  // lesson 05's model
+    if (plan.keeps_everything())
+        return allocate_initialized_model<Param, Grad>(ledger, shape, seed);  // lesson 05's model
     if (sizeof(Param) != shape.parameter_bytes || sizeof(Param) != shape.activation_bytes ||
         sizeof(Grad) != shape.gradient_element_bytes() || shape.staging_slots < 1) {
         throw std::invalid_argument("allocate_checkpointed_model: the element types do not match the ModelShape");
@@ -249,7 +250,7 @@ MlpBuffers<Param, Param, Grad> allocate_checkpointed_model(MemoryLedger& ledger,
     m.mean_loss = ledger.allocate<float>(C::workspace, "mean_loss", 1);
     m.correct = ledger.allocate<int>(C::workspace, "correct", 1);
 
-    // allocate_model's initialization (lessons/mixed_precision.cu): every policy starts from the same bits as lesson
+    // allocate_initialized_model's initialization (lessons/mlp.cu): every policy starts from the same bits as lesson
     // 05's model.
     initialize_model(ledger, m, seed);
     return m;

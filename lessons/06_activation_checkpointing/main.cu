@@ -81,7 +81,8 @@ CheckpointRun train_run(Lesson& lesson, Precision precision, const CheckpointPol
             }
             {  // with a policy, most layers write into the segment buffer: only the checkpoints stay
                 auto t = timer.scope(Phase::forward, compute);
-                forward_fastest(net, rows, compute);  // the ordinary forward pass: the plan decides where outputs go
+                forward_fastest_kernels(net, rows,
+                                        compute);  // the ordinary forward pass: the plan decides where outputs go
             }
             {  // softmax-CE in fp32 from the (fp16) logits; dlogits = scale · (p − onehot) / rows, stored in fp16
                 auto t = timer.scope(Phase::loss, compute);
@@ -113,7 +114,8 @@ CheckpointRun train_run(Lesson& lesson, Precision precision, const CheckpointPol
         }
         losses.copy_epoch_sum(timer, compute);
         const EpochTiming& timing = timer.end_epoch();  // synchronizes the device: the loss sum is on the host
-        result.last = lesson.finish_epoch(epoch, timing, losses.epoch_sum(), net.correct, evaluate_with(net), compute);
+        result.last =
+            lesson.finish_epoch(epoch, timing, losses.epoch_sum(), net.correct, test_set_evaluator(net), compute);
         result.seconds += result.last.seconds;
     }
     finish_checkpointed_run(result, lesson, main_run, ledger, download_parameters(ledger, net),

@@ -48,10 +48,10 @@ SweepPoint train_at(Lesson& lesson, int batch, long samples, double lr, MemoryLe
     const long steps = long(cuda_teach::ceil_div<size_t>(size_t(samples), size_t(batch)));
     const ModelShape shape = shape_at(lesson, batch);
     lesson.require_fits(shape, extra_device_bytes(lesson, batch, steps));
-    HalfMlp<float> net = allocate_model<__half, float>(ledger, shape, o.seed);
+    HalfMlp<float> net = allocate_initialized_model<__half, float>(ledger, shape, o.seed);
     const size_t workspace_floats = bias_grad_workspace_floats(batch, o.widest_layer());  // two-pass bias gradient
     float* workspace = ledger.allocate<float>(MemoryCategory::workspace, "bias-grad partial sums", workspace_floats);
-    BatchPipeline data(lesson, ledger, timer, net.staged_pixels, net.staged_labels, false, batch);  // lesson 03's
+    BatchPipeline data(lesson, ledger, timer, net.staged_pixels, net.staged_labels, {.batch = batch});  // lesson 03's
     DeviceLosses losses(ledger);
     const cudaStream_t compute = data.compute();
     const GradScalerOptions scaling;  // PyTorch's defaults
@@ -118,7 +118,7 @@ SweepPoint train_at(Lesson& lesson, int batch, long samples, double lr, MemoryLe
     for (const Phase p : {Phase::normalize, Phase::forward, Phase::loss, Phase::backward, Phase::optimizer}) {
         point.compute_ms += timing[p].ms / steps;
     }
-    point.test_accuracy = lesson.evaluate_test_set(net.correct, evaluate_with(net), batch, compute);
+    point.test_accuracy = lesson.evaluate_test_set(net.correct, test_set_evaluator(net), batch, compute);
     point.memory = ledger.snapshot();
     if (parameters != nullptr) *parameters = download_parameters(ledger, net);
     return point;

@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "lessons/08_data_loading/loader_comparison.h"  // the data paths side by side
+#include "lessons/03_pinned_async/copy_figures.h"       // the bandwidth probe, and how much copy time was hidden
 #include "lessons/batch_pipeline.h"  // lesson 03's data path (loader thread, pinned slots, async copies) as a class
 #include "lessons/lesson.h"
-#include "lessons/mixed_precision.h"  // allocate_model, evaluate_with: a comparison run's own model
 
 #include "common/augment.h"
 #include "kernels/augment.cuh"
@@ -60,6 +60,9 @@ LoaderRun train_run(Lesson& lesson, const LoaderMode& mode, Mlp& net, size_t bat
     BatchPipeline data(lesson, ledger, timer, net.staged_pixels, net.staged_labels, options);
     DeviceLosses losses(ledger, main_run ? lesson.total_steps() : 0);  // the test compares the first 20 steps
     const cudaStream_t compute = data.compute();
+    const ForwardPass forward_with_gemm = [](Mlp& n, int rows, cudaStream_t s) {
+        forward_fast(n, rows, kFastestGemm, s);
+    };
 
     LoaderRun run;
     run.mode = mode;
@@ -84,7 +87,7 @@ LoaderRun train_run(Lesson& lesson, const LoaderMode& mode, Mlp& net, size_t bat
             }
             {
                 auto t = timer.scope(Phase::forward, compute);
-                forward_fast(net, rows, kFastestGemm, compute);
+                forward_fast(net, rows, kFastestGemm, compute);  // lesson 04's fastest GEMM step, bias + ReLU fused
             }
             {  // the loss stays on the device: summed there, read once per epoch
                 auto t = timer.scope(Phase::loss, compute);
@@ -112,18 +115,18 @@ LoaderRun train_run(Lesson& lesson, const LoaderMode& mode, Mlp& net, size_t bat
         const EpochTiming& timing = timer.end_epoch();  // synchronizes the device: the loss sum is on the host
         if (main_run) {
             run.test_accuracy =
-                lesson.finish_epoch(epoch, timing, losses.epoch_sum(), net.correct, evaluate_with(net), compute)
-                    .test_accuracy;
+                lesson.finish_epoch(epoch, timing, losses.epoch_sum(), net, forward_with_gemm, compute).test_accuracy;
         }
     }
     run.timing = timer.total();
     run.loader = data.loader_throughput();
     if (main_run) {
-        data.report_copies(lesson);
+        report_copies(lesson, timer, data.image_bytes_copied(), false);  // how much copy time compute never saw
         const std::vector<float> steps = losses.step_losses(compute);
         lesson.add_series("step_losses", std::vector<double>(steps.begin(), steps.end()));
     } else {
-        run.test_accuracy = lesson.evaluate_test_set(net.correct, evaluate_with(net), o.batch, compute);
+        run.test_accuracy =
+            lesson.evaluate_test_set(net.correct, Lesson::test_set_evaluator(net, forward_with_gemm), o.batch, compute);
     }
     return run;
 }
@@ -157,13 +160,13 @@ int train(int argc, char** argv) {
         const ModelShape shape = lesson.model_shape(BatchPipeline::kSlots, /*stage_raw_pixels=*/true);
         lesson.require_fits(shape, extra_bytes);
         lesson.upload_test_set();
-        Mlp net = allocate_model<float, float>(ledger, shape, o.seed);
+        Mlp net = allocate_initialized_model<float, float>(ledger, shape, o.seed);
         float* workspace =
             ledger.allocate<float>(MemoryCategory::workspace, "bias-grad partial sums", workspace_floats);
         return train_run(lesson, m, net, batches, ledger, timer, workspace, workspace_floats);
     };
 
-    Mlp& net = lesson.model(BatchPipeline::kSlots, /*stage_raw_pixels=*/true, extra_bytes);
+    Mlp& net = lesson.allocate_model(BatchPipeline::kSlots, /*stage_raw_pixels=*/true, extra_bytes);
     float* workspace =
         lesson.ledger.allocate<float>(MemoryCategory::workspace, "bias-grad partial sums", workspace_floats);
     print_h2d_bandwidth_probe(lesson, size_t(o.batch) * kMnistPixels);
