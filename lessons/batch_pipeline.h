@@ -52,9 +52,7 @@ class BatchPipeline {
     // The staging slots the model's buffers need (ModelShape::staging_slots): one when resident.
     static int staging_slots(bool resident) { return resident ? 1 : kSlots; }
     // The device bytes --resident adds (the training set, its labels, the epoch's order).
-    static size_t resident_bytes(const MnistSplit& train) {
-        return ResidentTrainingSet::bytes(train);
-    }
+    static size_t resident_bytes(const MnistSplit& train) { return ResidentTrainingSet::bytes(train); }
 
     using Options = DataPathOptions;
 

@@ -69,7 +69,8 @@ class Lesson {
     // `extra_device_bytes`: device memory the lesson allocates itself next to the model (counted in the fit check).
     Mlp& allocate_model(int staging_slots = 1, bool stage_raw_pixels = true, size_t extra_device_bytes = 0);
 
-    // The pieces of allocate_model() for a lesson that allocates another kind of model itself (lesson 05's fp16 buffers):
+    // The pieces of allocate_model() for a lesson that allocates another kind of model itself (lesson 05's fp16
+    // buffers):
     // the fp32 ModelShape of the flags; exit 2 with one message unless `shape` plus `extra_device_bytes` (and the
     // test set) fits the device; the test set uploaded once (a no-op after the first call).
     ModelShape model_shape(int staging_slots = 1, bool stage_raw_pixels = true) const;

@@ -1,9 +1,9 @@
-// lessons/mixed_precision.h — the fp16 model of lessons 05–07, beside lesson.h's fp32 one.
+// lessons/mixed_precision.h — the fp16 model of lessons 05–07, beside lessons/mlp.h's fp32 one.
 //
 // defines: Precision (--precision's four ways to train) with its names, HalfMlp<Grad>, half_model_shape(),
-//          allocate_half_model(), forward_half(), backward_half(), the optimizer step of each precision
-//          (optimizer_step), forward_fastest_kernels()/backward_fastest_kernels()/test_set_evaluator() for any precision's model,
-//          download_parameters(), probe_gradient_underflow().
+//          forward_half(), backward_half(), the optimizer step of each precision (optimizer_step),
+//          forward_fastest_kernels()/backward_fastest_kernels()/test_set_evaluator() for any precision's model,
+//          gradient_tensors(), require_adamw_or_exit(), GradScalerFlags, probe_gradient_underflow().
 //
 // The four ways (lesson 05's README explains why only the last one is right):
 //   fp32          lesson 04: fp32 everything.

@@ -175,7 +175,7 @@ int train(int argc, char** argv) {
                 auto t = timer.scope(Phase::forward, compute);
                 forward(net, rows, compute);
             }
-            {  // mean loss and dlogits in one fused kernel, then the batch mean; correct predictions counted on the device
+            {  // mean loss and dlogits in one fused kernel, then the batch mean; correct predictions counted
                 auto t = timer.scope(Phase::loss, compute);
                 const float* logits = net.layers.back().output;
                 softmax_cross_entropy(logits, net.staged_labels, net.layers.back().output_grad, net.row_losses,

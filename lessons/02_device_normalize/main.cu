@@ -2,7 +2,7 @@
 // change from lesson 01: the batch crosses PCIe as the uint8 pixels MNIST stores (128 × 784 = 100,352 bytes, a quarter
 // of lesson 01's floats), and one more kernel (kernels/normalize.cuh) turns them into floats on the device, with the
 // formula the host used (common/normalize_pixel.h): bitwise the same inputs, so the same weights as lesson 01. The
-// model's buffers are lesson 01's, allocated by lesson.allocate_model(); README.md says which file holds each part of the loop.
+// model's buffers are lesson 01's, by lesson.allocate_model(); README.md says which file holds each part of the loop.
 #include <cstdio>
 #include <vector>
 
@@ -115,7 +115,7 @@ int train(int argc, char** argv) {
                 auto t = timer.scope(Phase::forward, compute);
                 forward(net, rows, compute);
             }
-            {  // mean loss and dlogits in one fused kernel, then the batch mean; correct predictions counted on the device
+            {  // mean loss and dlogits in one fused kernel, then the batch mean; correct predictions counted
                 auto t = timer.scope(Phase::loss, compute);
                 const float* logits = net.layers.back().output;
                 softmax_cross_entropy(logits, net.staged_labels, net.layers.back().output_grad, net.row_losses,

@@ -1,18 +1,15 @@
 // lessons/05_mixed_precision/main.cu — Lesson 05: half precision done right. The data path is lesson 04's.
-//
-// What changes from lesson 04:
 //   * the model runs in fp16: weights (a working copy), activations and activation gradients are __half, and the
 //     GEMMs run on tensor cores (mma.sync m16n8k16, kernels/hgemm.cuh): fp16 products, fp32 accumulation;
 //   * fp32 master weights take the optimizer's update, and the same kernel writes the fp16 copy the next step uses
 //     (an update of lr·g is far below fp16's spacing near a weight's value: applied to an fp16 weight it rounds away);
 //   * dynamic loss scaling (PyTorch's GradScaler, kernels/loss_scaling.cuh): the loss gradient is multiplied by a
 //     scale (2^16 to start) so that small gradients do not flush to zero in fp16; after backward one kernel unscales
-//     every fp32 gradient and raises a device flag on inf/NaN; then the step is skipped and the scale halves; after
-//     2000 clean steps in a row it doubles. Nothing of this needs the host to wait;
+//     every fp32 gradient and raises a device flag on inf/NaN, the step is skipped and the scale halves; after 2000
+//     clean steps in a row it doubles. Nothing of this needs the host to wait;
 //   * --precision all (the default) first trains the same model three wrong-or-slower ways on the same seed — fp32
-//     (lesson 04), fp16-pure, fp16-weights — and prints them side by side with mixed (precision_comparison.h, beside
-//     this file); the loop below is the same for all four, through one spelling per model (lessons/mixed_precision.h).
-// Lesson 04's --resident and its GEMM staircase table are gone (the staircase of this lesson's GEMM is in `bench`).
+//     (lesson 04), fp16-pure, fp16-weights — and prints them side by side with mixed (precision_comparison.h); the
+//     loop below is the same for all four. Lesson 04's --resident and staircase table are gone (see `bench`).
 #include <string>
 #include <type_traits>
 #include <vector>

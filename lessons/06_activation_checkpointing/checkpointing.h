@@ -102,9 +102,9 @@ int largest_checkpointed_batch(ModelShape shape, const CheckpointPolicy& policy,
                                const std::function<size_t(int batch)>& extra_bytes, size_t available_bytes,
                                int max_batch);
 
-// Allocates the model of `plan` through `ledger` and initializes it as allocate_initialized_model (lessons/mlp.h) does (the same
-// Philox initialization, fp16 working copy cast from the fp32 masters, optimizer state zeroed). none: allocate_initialized_model
-// itself. Otherwise every category but the activations is allocate_mlp's, and the activations are the plan's
+// Allocates the model of `plan` through `ledger` and initializes it as allocate_initialized_model (lessons/mlp.h)
+// does (the same Philox initialization, fp16 working copy cast from the fp32 masters, optimizer state zeroed). none:
+// allocate_initialized_model itself. Otherwise every category but the activations is allocate_mlp's, and the activations are the plan's
 // buffers, layers[l].output / output_grad pointing into them. Param/Grad: float/float (fp32), __half/float (mixed).
 template <typename Param, typename Grad>
 MlpBuffers<Param, Param, Grad> allocate_checkpointed_model(MemoryLedger& ledger, const ModelShape& shape,
@@ -127,7 +127,8 @@ void backward_segment(Mlp& net, const CheckpointSegment& segment, int rows, floa
                       cudaStream_t stream);
 void backward_segment(HalfMlp<float>& net, const CheckpointSegment& segment, int rows, float* workspace,
                       size_t workspace_floats, cudaStream_t stream);
-// The same with the fastest kernels (lesson 04's GEMM step 6, lesson 05's pipelined HGEMM), as backward_fastest_kernels.
+// The whole backward pass with the fastest kernels (lesson 04's GEMM step 6, lesson 05's pipelined HGEMM), as
+// backward_fastest_kernels does for the model without checkpoints.
 inline void backward_checkpointed(Mlp& net, const CheckpointPlan& plan, int rows, float* workspace,
                                   size_t workspace_floats, cudaStream_t stream) {
     backward_checkpointed(net, plan, rows, kFastestGemm, workspace, workspace_floats, stream);

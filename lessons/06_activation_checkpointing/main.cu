@@ -1,25 +1,21 @@
 // lessons/06_activation_checkpointing/main.cu — Lesson 06: activation checkpointing. Lesson 05's pipeline (mixed
 // precision, tensor cores, loss scaling, pinned prefetched copies) on a deeper model; what changes is which
 // activations the backward pass finds kept and which it computes again.
-//
-// What changes from lesson 05:
 //   * the model is deep: 784 → 16 hidden layers of 1024 → 10 (--hidden changes depth and width), so that the
 //     activations kept for the backward pass are worth saving;
 //   * --checkpoint sqrt (the default) keeps only the input of every ⌈√L⌉-th layer; the backward pass recomputes one
-//     segment at a time into a reusable segment buffer, then runs that segment's backward (checkpointing.h, beside
-//     this file). --checkpoint every=K keeps every K-th; none is lesson 05's model. The memory of every policy is
-//     predicted before anything is allocated, and the ledger's activation peak must come out equal to it;
-//   * by default the lesson trains twice on the same seed and batches, none then the policy, and prints them side by
-//     side (policy_comparison.h): activation bytes, peak device memory, extra forward FLOPs, time per epoch, the
-//     largest batch that fits each, and whether the two runs' losses and final weights are bitwise equal (they must
-//     be: the recomputation runs the same kernels on the same inputs). --no-compare trains only the policy;
-//   * --precision fp32 runs lesson 04's fp32 kernels instead of lesson 05's mixed precision.
-// Lesson 05's comparison of precisions, update counters and underflow probe are gone.
+//     segment at a time into a reusable segment buffer, then runs its backward (checkpointing.h). every=K keeps every
+//     K-th; none is lesson 05's model. The memory of every policy is predicted before anything is allocated, and the
+//     ledger's activation peak must come out equal to it;
+//   * by default it trains twice on the same seed and batches, none then the policy, and prints them side by side
+//     (policy_comparison.h): activation bytes, peak device memory, extra forward FLOPs, time per epoch, the largest
+//     batch that fits each, and whether the two runs' losses and final weights are bitwise equal (they must be);
+//   * --precision fp32 runs lesson 04's fp32 kernels instead. Lesson 05's precisions table and probes are gone.
 #include <string>
 #include <type_traits>
 #include <vector>
 
-#include "lessons/06_activation_checkpointing/checkpointing.h"      // the plan, its model, backward_checkpointed
+#include "lessons/06_activation_checkpointing/checkpointing.h"      // the plan, its model, its segments
 #include "lessons/06_activation_checkpointing/policy_comparison.h"  // none vs the policy, side by side
 #include "lessons/batch_pipeline.h"  // lesson 03's data path (loader thread, pinned slots, async copies) as a class
 #include "lessons/lesson.h"
