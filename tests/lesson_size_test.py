@@ -1,20 +1,27 @@
 #!/usr/bin/env python3
-"""Each lesson's main.cu stays its training loop plus its one idea (issue 21), so the limits do not creep back:
+"""Each lesson's main.cu stays a short CUDA program: its training loop plus its one idea (issues 21 and 36), so the
+limits do not creep back:
 
-  * `make diff A=04 B=05` and `A=05 B=06` (diff -u of the two main.cu) change at most 150 lines each, and
-    `A=04 B=08` (lesson 08 builds on 04: its loader and augmentation kernel, and the runs it compares) at most 200;
-  * every lesson's main.cu has at most 250 lines, lesson 07's at most 300.
+  * every lesson's main.cu has at most 220 lines, lesson 07's at most 200;
+  * every lesson's main.cu launches a kernel (`<<<`), and lessons 01–03 make their copies with cudaMemcpy* in it;
+  * `make diff` of neighbours (diff -u of the two main.cu) changes at most 150 lines, and so does 04 → 08 (lesson 08
+    builds on lesson 04).
+
+Issue 36 asks 150 of every pair. Four pairs are not there yet: their ceilings below are what they measured when the
+lessons were restructured (2026-12-04), so that they can only shrink; issue 36 stays open until they reach 150.
 
     python3 tests/lesson_size_test.py      (standard library and diff only)
 """
 
 import glob
 import os
+import re
 import subprocess
 import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-PAIRS = [("04", "05", 150), ("05", "06", 150), ("04", "08", 200)]
+PAIR_LIMIT = 150
+NOT_YET = {("03", "04"): 211, ("06", "07"): 272, ("07", "08"): 286, ("04", "08"): 184}
 
 
 def main_of(number):
@@ -33,19 +40,32 @@ def changed_lines(a, b):
 
 def main():
     failures = []
-    for a, b, limit in PAIRS:
+    numbers = sorted(os.path.basename(d)[:2] for d in glob.glob(os.path.join(ROOT, "lessons", "[0-9][0-9]_*"))
+                     if os.path.isfile(os.path.join(d, "main.cu")))
+    pairs = [(a, b) for a, b in zip(numbers, numbers[1:])]
+    if "04" in numbers and "08" in numbers:
+        pairs.append(("04", "08"))
+    for a, b in pairs:
+        limit = NOT_YET.get((a, b), PAIR_LIMIT)
         count = changed_lines(main_of(a), main_of(b))
-        print(f"make diff A={a} B={b}: {count} changed lines (limit {limit})")
+        note = f" (issue 36's goal: {PAIR_LIMIT})" if limit != PAIR_LIMIT else ""
+        print(f"make diff A={a} B={b}: {count} changed lines (limit {limit}){note}")
         if count > limit:
             failures.append(f"lessons {a} → {b} change {count} lines (limit {limit})")
-    for path in sorted(glob.glob(os.path.join(ROOT, "lessons", "*_*", "main.cu"))):
+    for number in numbers:
+        path = main_of(number)
         lesson = os.path.basename(os.path.dirname(path))
-        limit = 300 if lesson.startswith("07_") else 250
+        limit = 200 if number == "07" else 220
         with open(path, encoding="utf-8") as f:
-            count = sum(1 for _ in f)
+            text = f.read()
+        count = text.count("\n")
         print(f"{lesson}/main.cu: {count} lines (limit {limit})")
         if count > limit:
             failures.append(f"{lesson}/main.cu has {count} lines (limit {limit})")
+        if "<<<" not in text:
+            failures.append(f"{lesson}/main.cu launches no kernel itself (no <<<)")
+        if number in ("01", "02", "03") and not re.search(r"\bcudaMemcpy(Async)?\(", text):
+            failures.append(f"{lesson}/main.cu makes no cudaMemcpy itself")
     for failure in failures:
         print("FAIL:", failure)
     return 1 if failures else 0
