@@ -808,9 +808,9 @@ bool complete_warp_collectives(BlockRun& run) {
             CudaThread& first = run.threads[base + lane];
             if (first.state != ThreadState::at_warp_collective) continue;
             // The live lanes this collective waits for: named in the mask, present in the block, not exited. An
-            // exited lane (or one past a partial last warp) counts as arrived: the PTX ISA asks only "all non-exited
-            // threads named in membermask" to execute the same shfl/vote/bar.warp.sync. What it contributes is
-            // the combiner's business (no ballot bit, no vote, an unpredictable value for a shuffle reading it).
+            // exited lane (or one past a partial last warp) counts as arrived: in the PTX ISA a shfl.sync, vote.sync,
+            // match.sync or bar.warp.sync waits only for the non-exited threads of membermask. What it contributes
+            // is the combiner's business (no ballot bit, no vote, an unpredictable value for a shuffle reading it).
             unsigned group = 0;
             bool ready = true;
             for (unsigned l = 0; l < lanes_here; ++l) {
@@ -1329,8 +1329,9 @@ void combine_shuffle(WarpLaneSlot* lanes, unsigned group) {
         const auto& request = *static_cast<const ShuffleRequest*>(lanes[lane].in);
         const int source = shuffle_source_lane(lane, request);
         // A source lane that exited (or lies past a partial last warp) or is outside the mask: the instruction is
-        // legal, but the value read is unpredictable (PTX ISA, shfl.sync: SourceA is "unpredictable for inactive
-        // threads"; Programming Guide: "If the target thread is inactive, the retrieved value is undefined").
+        // legal, but the value read is unpredictable (PTX ISA, shfl.sync's pseudo-code: an inactive lane's source
+        // value is unpredictable; Programming Guide: "If the target thread is inactive, the retrieved value is
+        // undefined").
         // Correct code discards it (`if (lane + offset < n) v += other;`), so it is no fault here: it gets all-ones
         // bits (NaN as a float, -1 as an int), so that code which uses it gets a visibly wrong result.
         const uint64_t value =
