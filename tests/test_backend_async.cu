@@ -220,6 +220,17 @@ TEST_CASE("async: a kernel that waits for the copy stream's event reads the copi
     REQUIRE(runs_with_errors(results) == 0);
 }
 
+TEST_CASE("async: a kernel waits for a pageable cudaMemcpy through an event, and stream 0 for cudaStreamPerThread",
+          "[backend][async]") {
+    REQUIRE_DEVICE();
+    Stream compute;
+    const auto results = per_seed([&] {
+        return kernel_after_pageable_cudaMemcpy(true, compute.s) + kernel_after_per_thread_copy(0) +
+               kernel_after_per_thread_copy(cudaStreamPerThread);
+    });
+    REQUIRE(runs_with_errors(results) == 0);
+}
+
 TEST_CASE("async: a staging buffer refilled after its copy's event completed", "[backend][async]") {
     REQUIRE_DEVICE();
     const auto results = per_seed([] { return staging_refilled(true); });
