@@ -61,7 +61,9 @@
 // wait). On the CPU backend a copy lands as late as the PTX rules allow: its source is read when it is issued, its
 // destination holds NaN bytes (0xFF) from then until the thread's cp_async_wait<N> retires its group (all but the
 // N most recently committed groups; copies not yet committed stay pending), so a read of a tile whose copy has not
-// landed gives NaN, where a GPU would give stale or half-written data. Both addresses must be 16-byte aligned; the
+// landed gives NaN, where a GPU would give stale or half-written data. A GPU may also read the source at any time
+// until then, so the CPU backend compares the source, when the copy lands, with what it held when the copy was
+// issued, and stops with a message when something wrote it in between. Both addresses must be 16-byte aligned; the
 // CPU backend stops with a message when not.
 #pragma once
 
@@ -232,6 +234,17 @@ void ldmatrix(uint32_t* r, const void* row, std::source_location site) {
     kernel_fault(text);
 }
 
+[[noreturn]] inline void cp_async_source_changed(const void* src, std::source_location site) {
+    char text[640];
+    std::snprintf(text, sizeof text,
+                  "cp_async_16 at %s:%u: its global source %p was written after the copy was issued and before "
+                  "cp_async_wait retired its group. A GPU may read the source at any time until then (cp.async is "
+                  "a weak memory operation, ordered only by cp.async.wait_group/wait_all): the copy could carry the "
+                  "old bytes, the new ones or a mix. Wait for the group before writing its source",
+                  site.file_name(), static_cast<unsigned>(site.line()), src);
+    kernel_fault(text);
+}
+
 }  // namespace cpu_backend::tensor_core
 
 // `site` is filled in by the compiler: the CPU backend names the caller's line when a warp misuses a
@@ -280,8 +293,10 @@ uint64_t block_serial();  // a number of its own for each block a worker runs (s
 namespace tensor_core {
 struct PendingCopy {
     void* destination;
+    const void* source;
     unsigned char bytes[16];  // the source, read when the copy was issued
     int group;                // how many groups this thread had committed before it
+    std::source_location site;
 };
 struct AsyncCopies {
     uint64_t block = 0;  // the block whose thread this is (block_serial())
@@ -328,7 +343,7 @@ inline void cp_async_16(void* shared_dst, const void* global_src,
                         std::source_location site = std::source_location::current()) {
     if (reinterpret_cast<uintptr_t>(shared_dst) % 16 != 0 || reinterpret_cast<uintptr_t>(global_src) % 16 != 0)
         cpu_backend::tensor_core::cp_async_misaligned(shared_dst, global_src, site);
-    cpu_backend::tensor_core::PendingCopy copy{shared_dst, {}, 0};
+    cpu_backend::tensor_core::PendingCopy copy{shared_dst, global_src, {}, 0, site};
     std::memcpy(copy.bytes, global_src, 16);  // the kernel's read of global memory
 #if defined(CUDA_TEACH_COUNTERS)  // the counting build: the poison is the backend's, not a store the GPU makes
     cpu_backend::tensor_core::AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
@@ -360,7 +375,25 @@ inline void cp_async_wait() {
         while (retired < copies->pending.size() && copies->pending[retired].group < retire_below) ++retired;
     }
     for (size_t i = 0; i < retired; ++i) {  // the kernel's shared-memory writes
-        std::memcpy(copies->pending[i].destination, copies->pending[i].bytes, 16);
+        const cpu_backend::tensor_core::PendingCopy& copy = copies->pending[i];
+        // A GPU may read the source at any time until the wait retires the group (cp.async is a weak memory
+        // operation, unordered with the thread's and others' accesses until cp.async.wait_group): a write to it
+        // in between is a race whose copy may carry old bytes, new ones or a mix. Landing here, compare.
+#if defined(CUDA_TEACH_COUNTERS)  // the counting build: this second look at the source is no access of the kernel
+        cpu_backend::tensor_core::AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+#endif
+        const bool changed = std::memcmp(copy.source, copy.bytes, 16) != 0;
+#if defined(CUDA_TEACH_COUNTERS)
+        cpu_backend::tensor_core::AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+#endif
+        if (changed) cpu_backend::tensor_core::cp_async_source_changed(copy.source, copy.site);
+#if defined(CUDA_TEACH_COUNTERS)  // the landing is the LDGSTS's own write, not a shared store (STS): not counted
+        cpu_backend::tensor_core::AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+#endif
+        std::memcpy(copy.destination, copy.bytes, 16);
+#if defined(CUDA_TEACH_COUNTERS)
+        cpu_backend::tensor_core::AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+#endif
     }
     [[maybe_unused]] const cpu_backend::tensor_core::BookkeepingScope bookkeeping;
     copies->pending.erase(copies->pending.begin(), copies->pending.begin() + std::ptrdiff_t(retired));

@@ -36,7 +36,6 @@ expect_fault() {  # CASE, then text the message must hold
     fi
 }
 if [ -x "$scratch/launch_forms" ]; then
-    expect_fault shuffle-after-exit "which has already exited the kernel"
     expect_fault trap "__trap() was called"
     expect_fault grid-sync "grid_group::sync()"
     expect_fault assert "assert(x[i] >= 0.0f) failed at"

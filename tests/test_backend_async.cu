@@ -111,7 +111,10 @@ std::vector<int> iota_ints(int first) {
 // A device-to-host copy into pinned memory, read by the host right after cudaMemcpyAsync returns (or after
 // cudaStreamSynchronize). Returns how many elements the host saw wrong.
 size_t pinned_download_read_early(bool synchronize) {
-    DeviceBuffer<int> device(iota_ints(1));  // a synchronous cudaMemcpy: done when the constructor returns
+    DeviceBuffer<int> device(iota_ints(1));
+    // cudaMemcpy from pageable memory returns once the source is staged, not once it has landed ("API
+    // synchronization behavior"), and the non-blocking stream below does not wait for stream 0: wait here.
+    CUDA_CHECK(cudaDeviceSynchronize());
     PinnedInts host;
     std::fill_n(host.p, kCount, 0);
     Stream stream;
@@ -164,6 +167,42 @@ size_t staging_refilled(bool wait) {
     return wrong;
 }
 
+// A synchronous cudaMemcpy from pageable memory, then a kernel on a non-blocking stream that reads its destination,
+// with or without an event recorded on stream 0 after the copy between them. Returns how many outputs are wrong.
+size_t kernel_after_pageable_cudaMemcpy(bool wait, cudaStream_t compute) {
+    DeviceBuffer<int> in(kCount), out(kCount);
+    CUDA_CHECK(cudaDeviceSynchronize());  // the poisoning memsets (stream 0) are over: non-blocking streams skip them
+    const std::vector<int> source = iota_ints(0);
+    CUDA_CHECK(cudaMemcpy(in.get(), source.data(), kBytes, cudaMemcpyHostToDevice));  // may still be copying
+    Event copied(cudaEventDisableTiming);
+    CUDA_CHECK(cudaEventRecord(copied.e, 0));
+    if (wait) CUDA_CHECK(cudaStreamWaitEvent(compute, copied.e, 0));
+    launch(add_one, kCount / 256, 256, 0, compute, in.get(), out.get(), kCount);
+    CUDA_CHECK(cudaStreamSynchronize(compute));
+    const std::vector<int> got = out.download();
+    size_t wrong = 0;
+    for (int i = 0; i < kCount; ++i) wrong += got[i] != i + 1;
+    return wrong;
+}
+
+// A copy on this host thread's cudaStreamPerThread, then a kernel that reads its destination on `compute`, a
+// blocking stream the program created (which waits for stream 0, not for per-thread streams), or on stream 0 itself
+// (which waits for every blocking stream, per-thread ones included). Returns how many outputs are wrong.
+size_t kernel_after_per_thread_copy(cudaStream_t compute) {
+    PinnedInts staging;
+    std::iota(staging.p, staging.p + kCount, 0);
+    DeviceBuffer<int> in(kCount), out(kCount);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpyAsync(in.get(), staging.p, kBytes, cudaMemcpyHostToDevice, cudaStreamPerThread));
+    launch(add_one, kCount / 256, 256, 0, compute, in.get(), out.get(), kCount);
+    CUDA_CHECK(cudaStreamSynchronize(compute));
+    CUDA_CHECK(cudaStreamSynchronize(cudaStreamPerThread));
+    const std::vector<int> got = out.download();
+    size_t wrong = 0;
+    for (int i = 0; i < kCount; ++i) wrong += got[i] != i + 1;
+    return wrong;
+}
+
 }  // namespace
 
 // --- the correct programs: right for every seed ------------------------------------------------------------------
@@ -178,6 +217,17 @@ TEST_CASE("async: a kernel that waits for the copy stream's event reads the copi
     REQUIRE_DEVICE();
     Stream copy, compute;
     const auto results = per_seed([&] { return kernel_on_other_stream(true, copy.s, compute.s); });
+    REQUIRE(runs_with_errors(results) == 0);
+}
+
+TEST_CASE("async: a kernel waits for a pageable cudaMemcpy through an event, and stream 0 for cudaStreamPerThread",
+          "[backend][async]") {
+    REQUIRE_DEVICE();
+    Stream compute;
+    const auto results = per_seed([&] {
+        return kernel_after_pageable_cudaMemcpy(true, compute.s) + kernel_after_per_thread_copy(0) +
+               kernel_after_per_thread_copy(cudaStreamPerThread);
+    });
     REQUIRE(runs_with_errors(results) == 0);
 }
 
@@ -234,6 +284,34 @@ TEST_CASE("late schedule: the correct programs are right", "[backend][async][lat
         REQUIRE(kernel_on_other_stream(true, copy.s, compute.s) == 0);
         REQUIRE(staging_refilled(true) == 0);
     }
+}
+
+TEST_CASE("late schedule: a kernel waits for a pageable cudaMemcpy through an event, or runs on stream 0",
+          "[backend][async][late]") {
+    LateSchedule late;
+    Stream compute, blocking(cudaStreamDefault);
+    for (int run = 0; run < 3; ++run) {
+        REQUIRE(kernel_after_pageable_cudaMemcpy(true, compute.s) == 0);
+        REQUIRE(kernel_after_pageable_cudaMemcpy(false, blocking.s) == 0);  // a blocking stream waits for stream 0
+        REQUIRE(kernel_after_per_thread_copy(0) == 0);                      // stream 0 waits for the per-thread stream
+        REQUIRE(kernel_after_per_thread_copy(cudaStreamPerThread) == 0);
+    }
+}
+
+// (Named "a kernel on another stream ...", as the Makefile's test-race leaves those out: TSan reports the missing
+// wait as a race, stopping the program, before the poison shows.)
+TEST_CASE("must fail (late schedule): a kernel on another stream reads a pageable cudaMemcpy not landed yet",
+          "[backend][async][late][must-fail]") {
+    LateSchedule late;
+    Stream compute;
+    for (int run = 0; run < 3; ++run) REQUIRE(kernel_after_pageable_cudaMemcpy(false, compute.s) == size_t(kCount));
+}
+
+TEST_CASE("must fail (late schedule): a kernel on another stream than cudaStreamPerThread's copy reads poison",
+          "[backend][async][late][must-fail]") {
+    LateSchedule late;
+    Stream blocking(cudaStreamDefault);
+    for (int run = 0; run < 3; ++run) REQUIRE(kernel_after_per_thread_copy(blocking.s) == size_t(kCount));
 }
 
 TEST_CASE("late schedule: a polling loop on cudaEventQuery and cudaStreamQuery finishes", "[backend][async][late]") {
@@ -461,6 +539,25 @@ TEST_CASE("async: stream 0 waits for blocking streams, not for non-blocking ones
     CHECK(non_blocking_finished);
     CHECK(cudaStreamQuery(blocking.s) == cudaSuccess);
     CHECK(value.download()[0] == 0x03030303);
+}
+
+TEST_CASE("async: cudaStreamPerThread is each host thread's own blocking stream", "[backend][async]") {
+    AsyncStreams async;
+    PinnedInts flag;
+    flag.p[0] = 0;
+    DeviceBuffer<int> value(1);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    // Another host thread's per-thread stream is held (its work outlives the thread, as a destroyed stream's does).
+    std::thread([&] { launch(wait_for_flag, 1, 1, 0, cudaStreamPerThread, flag.p); }).join();
+    CUDA_CHECK(cudaMemsetAsync(value.get(), 5, sizeof(int), cudaStreamPerThread));
+    const bool own_finished = finishes(cudaStreamPerThread);  // not the other thread's stream, nor stream 0
+    CUDA_CHECK(cudaMemsetAsync(value.get(), 6, sizeof(int), 0));
+    const bool legacy_finished = finishes(0);  // stream 0 waits for every blocking stream, per-thread ones too
+    __atomic_store_n(flag.p, 1, __ATOMIC_RELEASE);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK(own_finished);
+    CHECK_FALSE(legacy_finished);
+    CHECK(value.download()[0] == 0x06060606);
 }
 
 TEST_CASE("async: cudaFree and cudaFreeHost wait for the device", "[backend][async]") {

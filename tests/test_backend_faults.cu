@@ -128,6 +128,42 @@ __global__ void mma_with_a_lane_missing(float* out) {
     out[threadIdx.x] = d[0];
 }
 
+// Lanes 16-31 return; lanes 0-15 add the value 8 lanes down. Lanes 0-7 read live lanes 8-15 (legal and right);
+// lanes 8-15 read lanes 16-23, which have exited: the instruction is legal, the value unpredictable (PTX ISA,
+// shfl.sync), and using it, as here, is the bug. `guarded` discards it, as correct code does.
+template <bool guarded>
+__global__ void shuffle_from_exited_lanes(float* out) {
+    if (threadIdx.x >= 16) return;
+    float v = float(threadIdx.x);
+    const float other = __shfl_down_sync(0xffffffffu, v, 8);
+    if (!guarded || threadIdx.x + 8 < 16) v += other;
+    out[threadIdx.x] = v;
+}
+
+__global__ void lanes_at_different_collectives(float* out) {
+    if (threadIdx.x < 16) {
+        __syncwarp();  // the lower half here, the upper half at a ballot: neither can complete
+    } else {
+        out[threadIdx.x] = float(__ballot_sync(0xffffffffu, 1));
+    }
+}
+
+// Each thread starts a cp.async of its 16 bytes, then (`early`) overwrites them before its wait retires the group:
+// on a GPU the copy may read them at any time until that wait. Writing them after the wait is correct.
+template <bool early>
+__global__ void cp_async_source_written(float* data, float* out) {
+    __shared__ __align__(16) float tile[32 * 4];
+    float* mine = data + 4 * threadIdx.x;
+    cp_async_16(&tile[4 * threadIdx.x], mine);
+    cp_async_commit();
+    if constexpr (early) mine[1] = -1.0f;  // the bug: the copy may not have read it yet
+    cp_async_wait<0>();
+    if constexpr (!early) mine[1] = -1.0f;
+    __syncthreads();
+    out[threadIdx.x] = tile[(4 * threadIdx.x + 5) % (32 * 4)];
+}
+constexpr int kEarlySourceWriteLine = __LINE__ - 8;  // the cp_async_16
+
 float* fault_buffer() {
     float* p = nullptr;
     CUDA_CHECK(cudaMalloc(&p, 64 * sizeof(float)));
@@ -211,6 +247,44 @@ TEST_CASE("must fail: different __syncthreads call sites in one block abort", "[
 TEST_CASE("must fail: a warp collective whose mask can never complete aborts", "[backend][must-fail]") {
     expect_kernel_fault([] { launch(shuffle_while_lane_waits_at_barrier, 1, 32, 0, 0, fault_buffer()); },
                         "can never complete", "lane 5");
+}
+
+TEST_CASE("must fail: a shuffle's value read from an exited lane is NaN, and using it shows", "[backend][must-fail]") {
+    for (const bool fuzz : {false, true}) {
+        cpu_backend::set_schedule_fuzzing(fuzz, 3);
+        DeviceBuffer<float> used(32), discarded(32);
+        launch(shuffle_from_exited_lanes<false>, 1, 32, 0, 0, used.get());
+        launch(shuffle_from_exited_lanes<true>, 1, 32, 0, 0, discarded.get());
+        const std::vector<float> got = used.download(), right = discarded.download();
+        for (int lane = 0; lane < 16; ++lane) {
+            INFO("lane " << lane << (fuzz ? ", fuzzed" : ""));
+            CHECK(right[lane] == float(lane < 8 ? 2 * lane + 8 : lane));  // the guarded kernel: correct, no fault
+            if (lane < 8) {
+                CHECK(got[lane] == float(2 * lane + 8));  // read from live lanes 8-15
+            } else {
+                CHECK(std::isnan(got[lane]));  // read from exited lanes 16-23: poison, not a plausible number
+            }
+        }
+    }
+    cpu_backend::set_schedule_fuzzing(false);
+}
+
+TEST_CASE("must fail: a warp whose lanes wait at different collectives aborts", "[backend][must-fail]") {
+    expect_kernel_fault([] { launch(lanes_at_different_collectives, 1, 32, 0, 0, fault_buffer()); },
+                        "can never complete", "is waiting at a warp collective at");
+}
+
+TEST_CASE("must fail: a cp.async source written before the wait that retires its copy aborts",
+          "[backend][must-fail][tensor-core]") {
+    expect_kernel_fault([] { launch(cp_async_source_written<true>, 1, 32, 0, 0, fault_buffer(), fault_buffer()); },
+                        "was written after the copy was issued and before cp_async_wait retired its group",
+                        "test_backend_faults.cu:" + std::to_string(kEarlySourceWriteLine));
+    std::vector<float> values(32 * 4);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = float(i);
+    DeviceBuffer<float> data(values), out(32);
+    launch(cp_async_source_written<false>, 1, 32, 0, 0, data.get(), out.get());  // written after the wait: fine
+    const std::vector<float> got = out.download();
+    for (int t = 0; t < 32; ++t) CHECK(got[t] == float((4 * t + 5) % (32 * 4)));
 }
 
 TEST_CASE("must fail: an mma.sync that a lane skips aborts", "[backend][must-fail][tensor-core]") {

@@ -1,10 +1,13 @@
 // tests/test_backend_semantics.cu — the CUDA execution model, checked against plain C++ computations.
 // On the cpu flavor these test the CPU backend; on a GPU they test that the backend's rules are the hardware's.
+#include <cooperative_groups.h>
+
 #include <algorithm>
 #include <numeric>
 
 #include "tests/test_support.h"
 
+namespace cg = cooperative_groups;
 using test_support::DeviceBuffer;
 
 namespace {
@@ -105,6 +108,31 @@ __global__ void votes(const int* predicate, unsigned* ballot, int* any, int* all
     any[i] = __any_sync(0xffffffffu, p);
     all[i] = __all_sync(0xffffffffu, p);
     __syncwarp();
+}
+
+// Warp collectives after a bounds-check return, with the full mask: legal CUDA, since the PTX ISA asks only the
+// non-exited lanes named in the mask to arrive (shfl.sync, vote.sync, bar.warp.sync). Exited lanes contribute no
+// ballot bit and no vote; each shuffle here reads only live lanes, or discards what it read from an exited one.
+__global__ void collectives_after_return(const int* in, int n, unsigned* ballot, int* any, int* all, int* first,
+                                         int* sum, int* tile_any) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const int lane = int(threadIdx.x % 32), warp_start = int(threadIdx.x / 32 * 32);
+    const int live = n - warp_start < 32 ? n - warp_start : 32;  // the warp's lanes that have not returned
+    const int v = in[i];
+    ballot[i] = __ballot_sync(0xffffffffu, v > 0);
+    any[i] = __any_sync(0xffffffffu, v > 0);
+    all[i] = __all_sync(0xffffffffu, v > 0);
+    __syncwarp();
+    first[i] = __shfl_sync(0xffffffffu, v, 0);  // lane 0 is live
+    int s = v;
+    for (int offset = 16; offset > 0; offset /= 2) {
+        const int other = __shfl_down_sync(0xffffffffu, s, offset);
+        if (lane + offset < live) s += other;  // a source past the live lanes is read, never used
+    }
+    sum[i] = __shfl_sync(0xffffffffu, s, 0);
+    const cg::thread_block_tile<8> tile = cg::tiled_partition<8>(cg::this_thread_block());
+    tile_any[i] = tile.any(v > 0);
 }
 
 __global__ void atomics(const int* values, int n, int* histogram, float* sum, int* maximum, unsigned* counter,
@@ -289,6 +317,39 @@ TEST_CASE("ballot, any and all", "[backend][warp]") {
             REQUIRE(got_ballot[32 * w + l] == expected);
             REQUIRE(got_any[32 * w + l] == int(expected != 0));
             REQUIRE(got_all[32 * w + l] == int(expected == 0xffffffffu));
+        }
+    }
+}
+
+TEST_CASE("warp collectives with a full mask after lanes returned early, and past a partial last warp",
+          "[backend][warp]") {
+    REQUIRE_DEVICE();
+    auto rng = test_support::rng_for_test();
+    const int threads = 72;  // warp 2 has 8 threads: lanes 8-31 do not exist, as if exited
+    for (const int n : {72, 45, 70, 33}) {
+        std::vector<int> values(threads, 0);
+        for (int i = 0; i < n; ++i) values[i] = int(rng() % 4) - 1;  // -1, 0, 1 or 2
+        DeviceBuffer<int> in(values), any(threads), all(threads), first(threads), sum(threads), tile_any(threads);
+        DeviceBuffer<unsigned> ballot(threads);
+        launch(collectives_after_return, 1, threads, 0, 0, in.get(), n, ballot.get(), any.get(), all.get(), first.get(),
+               sum.get(), tile_any.get());
+        const auto got_ballot = ballot.download();
+        const auto got_any = any.download(), got_all = all.download(), got_first = first.download();
+        const auto got_sum = sum.download(), got_tile_any = tile_any.download();
+        for (int i = 0; i < n; ++i) {
+            INFO("n = " << n << ", thread " << i);
+            const int base = i / 32 * 32, end = std::min(n, base + 32);
+            unsigned expected = 0;
+            for (int j = base; j < end; ++j) expected |= unsigned(values[j] > 0) << (j - base);
+            const unsigned live = end - base == 32 ? 0xffffffffu : (1u << (end - base)) - 1u;
+            CHECK(got_ballot[i] == expected);  // exited lanes: no bit
+            CHECK(got_any[i] == int(expected != 0));
+            CHECK(got_all[i] == int(expected == live));  // exited lanes do not vote
+            CHECK(got_first[i] == values[base]);
+            CHECK(got_sum[i] == std::accumulate(values.begin() + base, values.begin() + end, 0));
+            const int tile = i / 8 * 8;
+            CHECK(got_tile_any[i] == int(std::any_of(values.begin() + tile, values.begin() + std::min(n, tile + 8),
+                                                     [](int v) { return v > 0; })));
         }
     }
 }

@@ -15,8 +15,8 @@ import csv
 import sys
 
 # counting-build column -> the Nsight Compute metrics whose sum it equals. The counting build counts an ldmatrix
-# (LDSM) as a shared load and a cp.async (LDGSTS) as a global load (plus, at its wait, a shared store), where Nsight
-# Compute keeps them apart: their metrics are added in. (cp.async's shared write has no op_st metric of its own.)
+# (LDSM) as a shared load and a cp.async (LDGSTS) as a global load, where Nsight Compute keeps them apart: their
+# metrics are added in. A cp.async's write into shared memory is not a shared store (op_st) for either.
 METRICS = {
     "global_ld_requests": ["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
                            "l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum"],

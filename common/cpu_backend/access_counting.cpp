@@ -20,7 +20,8 @@
 //   global: 1 request per warp instruction; its sectors are the distinct 32-byte-aligned segments the active lanes'
 //           bytes fall in; ideal = the distinct bytes requested / 32, rounded up.
 //   shared: 32 banks of 4 bytes; a warp instruction of 1-4-byte accesses is one phase of 32 lanes, 8-byte accesses
-//           two phases of 16 lanes, 16-byte accesses four phases of 8 lanes; each phase costs as many wavefronts as
+//           two phases of 16 lanes, 16-byte accesses four phases of 8 lanes (two of 16 for a 16-byte load whose
+//           lanes pair up on one address: lane n with n^1, or n with n^2); each phase costs as many wavefronts as
 //           the most distinct 4-byte words any one bank must deliver (the same word to several lanes is a broadcast);
 //           ideal = per phase, the distinct words / 32, rounded up (at least 1).
 #include <cxxabi.h>
@@ -149,7 +150,8 @@ struct BlockCounting {
 
     void flush() {
         for (const auto& [key, w] : pending)
-            count_warp_instruction(is_shared(w.kind), w.size, w.lanes, w.addresses.data(), counts[w.kind]);
+            count_warp_instruction(is_shared(w.kind), w.size, w.lanes, w.addresses.data(), counts[w.kind],
+                                   w.kind == shared_load || w.kind == global_load);
         pending.clear();
     }
 };
@@ -159,8 +161,8 @@ thread_local BlockCounting* counted_block = nullptr;
 }  // namespace
 
 // The arithmetic of one warp instruction (a free function, so the tests can feed it hand-made patterns).
-void count_warp_instruction(bool shared, unsigned size, uint32_t lanes, const uintptr_t* addresses,
-                            AccessCounts& out) {
+void count_warp_instruction(bool shared, unsigned size, uint32_t lanes, const uintptr_t* addresses, AccessCounts& out,
+                            bool load) {
     if (lanes == 0) return;
     const unsigned active = static_cast<unsigned>(std::popcount(lanes));
     out.requests += 1;
@@ -193,7 +195,21 @@ void count_warp_instruction(bool shared, unsigned size, uint32_t lanes, const ui
         return;
     }
     // Shared: phases of 128 bytes' worth of lanes; in each, the busiest bank's distinct words.
-    const unsigned lanes_per_phase = size <= 4 ? 32 : size <= 8 ? 16 : 8;
+    unsigned lanes_per_phase = size <= 4 ? 32 : size <= 8 ? 16 : 8;
+    if (load && size == 16) {
+        // A 16-byte load whose active lanes pair up on one address (lane n with n^1, or n with n^2: a quarter-warp
+        // reading at most 4 distinct rows) is served a half-warp at a time, 2 phases instead of 4: NVIDIA's rule
+        // for LDS.128 (forums.developer.nvidia.com/t/unexpected-shared-memory-bank-conflict/77228), which issue 35
+        // reports measured on sm_86 and sm_90 as 2 wavefronts for a broadcast per half-warp.
+        for (const unsigned partner_bit : {1u, 2u}) {
+            bool paired = true;
+            for (unsigned lane = 0; lane < 32 && paired; ++lane) {
+                const unsigned partner = lane ^ partner_bit;
+                if ((lanes >> lane & 1) && (lanes >> partner & 1)) paired = addresses[lane] == addresses[partner];
+            }
+            if (paired) lanes_per_phase = 16;
+        }
+    }
     const unsigned words_per_access = size <= 4 ? 1 : (size + 3) / 4;
     for (unsigned phase = 0; phase < 32 / lanes_per_phase; ++phase) {
         std::array<uintptr_t, 32 * 4> words;

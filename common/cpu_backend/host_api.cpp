@@ -652,10 +652,16 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
         cpu_backend::check_all_canaries("cudaMemcpy");  // a synchronization point (the one most programs have)
         return cudaSuccess;
     }
-    // On the legacy default stream. Device to device returns at once; anything touching the host returns when done.
+    // On the legacy default stream, with CUDA's "API synchronization behavior" for cudaMemcpy: device to device
+    // returns at once; from pageable host memory to the device it returns once the source is staged, "but the DMA to
+    // final destination may not have completed", so a kernel on a non-blocking stream that reads the destination
+    // without a wait reads poison under the late schedule; anything else touching the host returns when done.
     const auto copy = [dst, src, bytes] { std::memmove(dst, src, bytes); };
     if (cpu_backend::is_device_address(dst) && cpu_backend::is_device_address(src)) {
         cpu_backend::enqueue(0, copy, {dst, bytes});  // poisoned until it runs (late schedule)
+    } else if (cpu_backend::is_device_address(dst) && cpu_backend::is_pageable(src, bytes)) {
+        cpu_backend::enqueue_staged_copy(0, dst, src, bytes);
+        cpu_backend::check_all_canaries("cudaMemcpy");
     } else {
         cpu_backend::enqueue_and_wait(0, copy);
         cpu_backend::check_all_canaries("cudaMemcpy");

@@ -119,8 +119,9 @@ class Paused {
     Paused(const Paused&) = delete;
     Paused& operator=(const Paused&) = delete;
 };
-// The counting rules for one warp-level instruction: its active lanes' addresses, one access size.
-void count_warp_instruction(bool shared, unsigned size, uint32_t lanes, const uintptr_t* addresses,
-                            AccessCounts& out);
+// The counting rules for one warp-level instruction: its active lanes' addresses, one access size; `load` false for
+// a store.
+void count_warp_instruction(bool shared, unsigned size, uint32_t lanes, const uintptr_t* addresses, AccessCounts& out,
+                            bool load = true);
 
 }  // namespace cpu_backend

@@ -807,17 +807,16 @@ bool complete_warp_collectives(BlockRun& run) {
         for (unsigned lane = 0; lane < lanes_here; ++lane) {
             CudaThread& first = run.threads[base + lane];
             if (first.state != ThreadState::at_warp_collective) continue;
-            // The live lanes this collective waits for: named in the mask, present in the block, not exited.
+            // The live lanes this collective waits for: named in the mask, present in the block, not exited. An
+            // exited lane (or one past a partial last warp) counts as arrived: in the PTX ISA a shfl.sync, vote.sync,
+            // match.sync or bar.warp.sync waits only for the non-exited threads of membermask. What it contributes
+            // is the combiner's business (no ballot bit, no vote, an unpredictable value for a shuffle reading it).
             unsigned group = 0;
-            int exited_lane = -1;  // a lane of the mask that has exited (a fault, once the combiner has had its say)
             bool ready = true;
             for (unsigned l = 0; l < lanes_here; ++l) {
                 if (!(first.mask >> l & 1u)) continue;
                 const CudaThread& other = run.threads[base + l];
-                if (other.state == ThreadState::finished) {
-                    if (exited_lane < 0) exited_lane = int(l);
-                    continue;
-                }
+                if (other.state == ThreadState::finished) continue;
                 if (other.state != ThreadState::at_warp_collective || !same_collective(other, first)) {
                     ready = false;
                     break;
@@ -834,21 +833,7 @@ bool complete_warp_collectives(BlockRun& run) {
                 // The collective's own reads (ldmatrix's rows) are the backend's work, not the current thread's:
                 // the counting build counts them as each lane's access instead (kernels/tensor_core.h).
                 const counting::Paused not_counted;
-                first.combine(slots, group);  // (mma.sync reports lanes missing from its group itself)
-            }
-            if (exited_lane >= 0) {
-                // A GPU would hang or return garbage: a collective's mask may name only lanes that reach it.
-                char mask_text[16];
-                std::snprintf(mask_text, sizeof mask_text, "0x%08x", first.mask);
-                const CudaThread& gone = run.threads[base + unsigned(exited_lane)];
-                block_fault(run, "thread " + coords(first.index) + " (lane " + std::to_string(lane) + " of warp " +
-                                     std::to_string(base / 32) +
-                                     ") is at a warp collective (shuffle, vote or __syncwarp) at " + where(first.site) +
-                                     " whose mask " + mask_text + " names lane " + std::to_string(exited_lane) +
-                                     " (thread " + coords(gone.index) +
-                                     "), which has already exited the kernel: undefined behaviour on a GPU. Name only "
-                                     "the lanes that reach it (e.g. the mask of a __ballot_sync taken before the "
-                                     "early return), or keep every lane running to it");
+                first.combine(slots, group);  // (mma.sync and ldmatrix refuse a group short of 32 lanes themselves)
             }
             run.current = nullptr;
 #if defined(CPU_BACKEND_TSAN)
@@ -1343,7 +1328,12 @@ void combine_shuffle(WarpLaneSlot* lanes, unsigned group) {
         if (!(group >> lane & 1u)) continue;
         const auto& request = *static_cast<const ShuffleRequest*>(lanes[lane].in);
         const int source = shuffle_source_lane(lane, request);
-        // Reading a lane that exited or is outside the mask is undefined on a GPU: give all-ones bits (NaN).
+        // A source lane that exited (or lies past a partial last warp) or is outside the mask: the instruction is
+        // legal, but the value read is unpredictable (PTX ISA, shfl.sync's pseudo-code: an inactive lane's source
+        // value is unpredictable; Programming Guide: "If the target thread is inactive, the retrieved value is
+        // undefined").
+        // Correct code discards it (`if (lane + offset < n) v += other;`), so it is no fault here: it gets all-ones
+        // bits (NaN as a float, -1 as an int), so that code which uses it gets a visibly wrong result.
         const uint64_t value =
             (group >> source & 1u) ? static_cast<const ShuffleRequest*>(lanes[source].in)->bits : ~uint64_t{0};
         *static_cast<uint64_t*>(lanes[lane].out) = value;

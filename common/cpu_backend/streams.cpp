@@ -317,9 +317,37 @@ struct CUevent_st {
 namespace cpu_backend {
 namespace {
 
-// Stream 0, cudaStreamLegacy and cudaStreamPerThread are all the legacy default stream here.
+// cudaStreamPerThread: a stream of each host thread's own, blocking (it synchronizes with the legacy default stream
+// both ways, like a cudaStreamCreate stream) and not with other threads' per-thread streams or any other stream
+// (CUDA Runtime API, "Stream synchronization behavior": "The per-thread default stream is not a non-blocking stream
+// and will synchronize with the legacy default stream if both are used in a program"). Created at the thread's first
+// use; when the thread ends, its queued work still runs and then its worker ends, as after cudaStreamDestroy.
+struct PerThreadStream {
+    StreamRef state;
+    ~PerThreadStream() {
+        if (!state) return;
+        std::lock_guard lock(sync().mutex);
+        state->destroyed = true;
+        if (!state->thread_running) remove_from_registry(state.get());
+        sync().progress.notify_all();
+    }
+};
+thread_local PerThreadStream per_thread_stream;
+
+// Stream 0 and cudaStreamLegacy are the legacy default stream; cudaStreamPerThread is this thread's own stream.
+// Called with sync().mutex held.
 const StreamRef& resolve(cudaStream_t stream) {
-    if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) return registry().legacy;
+    if (stream == nullptr || stream == cudaStreamLegacy) return registry().legacy;
+    if (stream == cudaStreamPerThread) {
+        if (!per_thread_stream.state) {
+            auto created = std::make_shared<StreamState>();
+            Registry& r = registry();
+            created->id = r.next_id++;
+            r.live.push_back(created);
+            per_thread_stream.state = std::move(created);
+        }
+        return per_thread_stream.state;
+    }
     return stream->state;
 }
 

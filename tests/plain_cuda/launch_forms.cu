@@ -1,7 +1,8 @@
 // Plain CUDA: the forms a <<<>>> launch takes in tutorials, each checked against a CPU reference. A template kernel
 // whose arguments deduce its type, explicit template arguments, a launch through a function pointer, NULL as a
 // pointer argument, a stream, cache-hinted loads of float4, atomicInc's wrap-around, tile shuffles at every width,
-// and cudaMemcpy2D. With an argument it runs one must-fail case instead (tests/nvcc_cpu_test.sh).
+// cudaMemcpy2D, and a full-mask shuffle reduction and ballot after a bounds-check return. With an argument it runs
+// one must-fail case instead (tests/nvcc_cpu_test.sh).
 #include <cooperative_groups.h>
 #include <cooperative_groups/scan.h>
 #include <cuda_runtime.h>
@@ -99,11 +100,19 @@ __global__ void assert_positive(const float* x, int n) {
     if (i < n) assert(x[i] >= 0.0f);
 }
 
-__global__ void shuffle_after_exit(float* out) {
-    if (threadIdx.x >= 16) return;  // half the warp has exited...
-    float v = threadIdx.x;
-    v += __shfl_down_sync(0xffffffff, v, 8);  // ...and the mask still names it: undefined on a GPU
-    out[threadIdx.x] = v;
+// Legal CUDA: the full mask after a bounds-check return. Only the non-exited lanes named in the mask must arrive
+// (PTX ISA, shfl.sync and vote.sync); a value shuffled from an exited lane is unpredictable, so it is not used.
+__global__ void shuffle_after_exit(const float* in, float* sums, unsigned* ballots, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;  // lanes past n have exited...
+    int lane = threadIdx.x % 32, live = n - (i - lane) < 32 ? n - (i - lane) : 32;
+    float v = in[i];
+    for (int offset = 16; offset > 0; offset /= 2) {
+        float other = __shfl_down_sync(0xffffffff, v, offset);  // ...and the mask still names them
+        if (lane + offset < live) v += other;
+    }
+    ballots[i] = __ballot_sync(0xffffffff, in[i] > 10.0f);
+    if (lane == 0) sums[i / 32] = v;
 }
 __global__ void trap_in_block_3() {
     if (blockIdx.x == 3 && threadIdx.x == 5) __trap();
@@ -129,7 +138,6 @@ int main(int argc, char** argv) {
     CHECK(cudaMemcpy(d_bias, bias.data(), n * sizeof(float), cudaMemcpyHostToDevice));
 
     if (argc > 1) {  // must-fail cases: each stops the program with a kernel fault
-        if (!strcmp(argv[1], "shuffle-after-exit")) shuffle_after_exit<<<1, 32>>>(d_y);
         if (!strcmp(argv[1], "trap")) trap_in_block_3<<<4, 32>>>();
         if (!strcmp(argv[1], "grid-sync")) grid_barrier<<<2, 32>>>((int*)d_y);
         if (!strcmp(argv[1], "assert")) assert_positive<<<(n + 127) / 128, 128>>>(d_bias, n);  // bias[1] < 0
@@ -210,6 +218,30 @@ int main(int argc, char** argv) {
     CHECK(cudaFuncGetAttributes(&attributes, polynomial));
     expect(blocks_per_sm >= 1 && attributes.maxThreadsPerBlock >= 256,
            "cudaOccupancyMaxActiveBlocksPerMultiprocessor and cudaFuncGetAttributes answer");
+
+    const int n_exit = 50;  // warp 1 has 18 live lanes, 14 exited: the 64-thread block's own shuffles and ballot
+    float* d_warp_sums;
+    unsigned* d_ballots;
+    CHECK(cudaMalloc(&d_warp_sums, 2 * sizeof(float)));
+    CHECK(cudaMalloc(&d_ballots, 64 * sizeof(unsigned)));
+    shuffle_after_exit<<<1, 64>>>(d_x, d_warp_sums, d_ballots, n_exit);
+    CHECK(cudaGetLastError());
+    float warp_sums[2];
+    std::vector<unsigned> ballots(n_exit);
+    CHECK(cudaMemcpy(warp_sums, d_warp_sums, sizeof(warp_sums), cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(ballots.data(), d_ballots, n_exit * sizeof(unsigned), cudaMemcpyDeviceToHost));
+    ok = true;
+    for (int w = 0; w < 2; ++w) {
+        float sum = 0.0f;
+        unsigned ballot = 0;
+        for (int i = 32 * w; i < 32 * w + 32 && i < n_exit; ++i) {
+            sum += x[i];
+            ballot |= unsigned(x[i] > 10.0f) << (i - 32 * w);
+        }
+        ok &= warp_sums[w] == sum;  // halves of integers: exact in any order
+        for (int i = 32 * w; i < 32 * w + 32 && i < n_exit; ++i) ok &= ballots[i] == ballot;
+    }
+    expect(ok, "a full-mask shuffle reduction and ballot after a bounds-check return");
 
     std::vector<int> h(64);
     for (int i = 0; i < 64; ++i) h[i] = i * i % 17;
