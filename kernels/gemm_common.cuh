@@ -145,7 +145,7 @@ inline GemmTile gemm_tile_for(int M, int N) {
 // the GPU it ran on. The tests force each tile through the steps' *_with_tile launchers and compare.
 enum class GemmBlockTile { t16 = 16, t32 = 32, t64 = 64, t128 = 128 };
 
-// The one switch from a block tile to its instantiation, shared by steps 4–6: calls
+// The one switch from a block tile to its instantiation, shared by steps 4–7: calls
 // launch.template operator()<kTile>() (a lambda `[&]<int kTile>() { ... }`) for tile's kTile.
 template <typename Launch>
 void gemm_with_block_tile(const char* who, GemmBlockTile tile, Launch&& launch) {
@@ -205,7 +205,7 @@ inline int gemm_sm_count() {
     return sm_count;
 }
 
-// ---- 16-byte accesses of steps 5–6 -------------------------------------------------------------------------------
+// ---- 16-byte accesses of steps 5–7 -------------------------------------------------------------------------------
 
 // p[0..3], of which the first `in_bounds` exist (≤ 0: none; ≥ 4: all). One 16-byte load when all 4 exist and
 // use_float4 says p is 16-byte aligned; otherwise one float at a time, the missing ones 0.
@@ -219,11 +219,14 @@ __device__ __forceinline__ float4 load_4_floats(const float* p, int in_bounds, b
     return v;
 }
 
-// out[0..n-1] = p[0..n-1] from shared memory, with 16-byte loads (n = 4 or 8), or one 8-byte load (n = 2): the
-// operands a thread of steps 5–6 takes per k. p must be aligned to the load (the tiles' layout guarantees it).
+// out[0..n-1] = p[0..n-1] from shared memory, with 16-byte loads (n = 4 or 8), one 8-byte load (n = 2) or one float
+// (n = 1): the operands a thread of steps 5–7 takes per k. p must be aligned to the load (the tiles' layout
+// guarantees it).
 template <int n>
 __device__ __forceinline__ void load_shared_floats(const float* p, float* out) {
-    if constexpr (n == 2) {
+    if constexpr (n == 1) {
+        out[0] = *p;
+    } else if constexpr (n == 2) {
         const float2 v = *reinterpret_cast<const float2*>(p);
         out[0] = v.x;
         out[1] = v.y;

@@ -80,7 +80,7 @@ __global__ void __launch_bounds__(GemmTileShape<kTile>::kThreads)
                 // read 128 contiguous bytes and with TN = 2 (8-byte loads, 16 lanes at a time, 8 tx) 64: conflict-free.
 #pragma unroll
             for (int j = 0; j < TN; ++j) b[j] = b_tile[k][TN * tx + j];
-                // fmaf, k ascending: one rounding per term in a fixed order, so steps 4–6 and every tile agree bitwise.
+                // fmaf, k ascending: one rounding per term in a fixed order, so steps 4–7 and every tile agree bitwise.
 #pragma unroll
             for (int i = 0; i < TM; ++i) {
 #pragma unroll

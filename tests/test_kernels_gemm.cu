@@ -1,11 +1,11 @@
 // tests/test_kernels_gemm.cu — every GEMM step, every transpose combination, against the float64 reference.
 //
 // Sizes: 1×1×1, K = 0, primes, sizes one off every tile edge of every step (8: steps 1–2's block rows and steps
-// 4–6's BK; 32: steps 1–3's tiles; 64 and 128: steps 4–6's block tiles), the MLP's first layer (784 → 1024) and its
-// 10-wide output layer at batch 97. Padded leading dimensions and misaligned pointers exercise steps 5–6's
+// 4–7's BK; 32: steps 1–3's tiles; 64 and 128: steps 4–7's block tiles), the MLP's first layer (784 → 1024) and its
+// 10-wide output layer at batch 97. Padded leading dimensions and misaligned pointers exercise steps 5–7's
 // element-wise fallback; aligned ones their float4 path. Input padding holds NaN (a kernel that reads it fails),
 // output padding must come back untouched, and the output starts as NaN (a kernel that skips an element fails).
-// Steps 4–6 are forced through every block tile (16, 32, 64, 128) and must agree bit for bit; the tile a GPU with
+// Steps 4–7 are forced through every block tile (16, 32, 64, 128) and must agree bit for bit; the tile a GPU with
 // 132 SMs would choose is checked at the lessons' shapes.
 #include "tests/test_support.h"  // first: Catch2 pulls in <memory> before the backend's macros
 
@@ -64,15 +64,16 @@ constexpr GemmBlockTile kBlockTiles[4] = {GemmBlockTile::t16, GemmBlockTile::t32
                                           GemmBlockTile::t128};
 constexpr GemmBlockTile kSmallTiles[2] = {GemmBlockTile::t16, GemmBlockTile::t32};
 
-// Steps 4–6 with the given block tiles: runs that must all give the same bits.
+// Steps 4–7 with the given block tiles: runs that must all give the same bits.
 struct TiledRun {
     std::string name;
     GemmRun run;
 };
-std::vector<TiledRun> steps_4_to_6_with_tiles(std::initializer_list<GemmBlockTile> tiles) {
-    const std::pair<const char*, WithTile> steps[3] = {{"register_blocked", gemm_register_blocked_with_tile},
+std::vector<TiledRun> steps_4_to_7_with_tiles(std::initializer_list<GemmBlockTile> tiles) {
+    const std::pair<const char*, WithTile> steps[4] = {{"register_blocked", gemm_register_blocked_with_tile},
                                                        {"vectorized", gemm_vectorized_with_tile},
-                                                       {"double_buffered", gemm_double_buffered_with_tile}};
+                                                       {"double_buffered", gemm_double_buffered_with_tile},
+                                                       {"warp_tiled", gemm_warp_tiled_with_tile}};
     std::vector<TiledRun> runs;
     for (const auto& [name, with_tile] : steps) {
         for (GemmBlockTile tile : tiles)
@@ -251,6 +252,7 @@ GEMM_STEP_TESTS(smem_tiled, "smem_tiled (step 3)")
 GEMM_STEP_TESTS(register_blocked, "register_blocked (step 4)")
 GEMM_STEP_TESTS(vectorized, "vectorized (step 5)")
 GEMM_STEP_TESTS(double_buffered, "double_buffered (step 6)")
+GEMM_STEP_TESTS(warp_tiled, "warp_tiled (step 7)")
 
 GEMM_MLP_SHAPE_TESTS(naive, "naive (step 1)")
 GEMM_MLP_SHAPE_TESTS(coalesced, "coalesced (step 2)")
@@ -258,12 +260,13 @@ GEMM_MLP_SHAPE_TESTS(smem_tiled, "smem_tiled (step 3)")
 GEMM_MLP_SHAPE_TESTS(register_blocked, "register_blocked (step 4)")
 GEMM_MLP_SHAPE_TESTS(vectorized, "vectorized (step 5)")
 GEMM_MLP_SHAPE_TESTS(double_buffered, "double_buffered (step 6)")
+GEMM_MLP_SHAPE_TESTS(warp_tiled, "warp_tiled (step 7)")
 
-// Steps 4–6 claim the same bits for every block tile and for each other (one fmaf per k, ascending, the same
-// epilogue): force each tile of each step on the same inputs, check every result against the reference (so twelve
+// Steps 4–7 claim the same bits for every block tile and for each other (one fmaf per k, ascending, the same
+// epilogue): force each tile of each step on the same inputs, check every result against the reference (so sixteen
 // identically wrong results cannot pass) and compare them bit for bit. Sizes around the 16, 32, 64 and 128 tile
 // edges; aligned leading dimensions (the float4 path) and padded or offset ones (the element-wise fallback).
-TEST_CASE("gemm steps 4 to 6 agree bit for bit with every block tile at tile edges", "[kernels][gemm]") {
+TEST_CASE("gemm steps 4 to 7 agree bit for bit with every block tile at tile edges", "[kernels][gemm]") {
     REQUIRE_DEVICE();
     auto rng = test_support::rng_for_test();
     const GemmCase cases[] = {
@@ -283,7 +286,7 @@ TEST_CASE("gemm steps 4 to 6 agree bit for bit with every block tile at tile edg
                 const GemmProblem p = make_problem(rng, ta, tb, c);
                 std::vector<float> first;
                 for (const TiledRun& r :
-                     steps_4_to_6_with_tiles({kBlockTiles[0], kBlockTiles[1], kBlockTiles[2], kBlockTiles[3]})) {
+                     steps_4_to_7_with_tiles({kBlockTiles[0], kBlockTiles[1], kBlockTiles[2], kBlockTiles[3]})) {
                     const std::vector<float> got = run_and_check(p, r.run, r.name);
                     if (first.empty()) first = got;
                     INFO(r.name << " against register_blocked 16, " << describe(p));
@@ -297,7 +300,7 @@ TEST_CASE("gemm steps 4 to 6 agree bit for bit with every block tile at tile edg
 // The small tiles (16×16: 2×2 outputs per thread, half the threads idle while loading; 32×32: 4×4) of each step
 // against the float64 reference at awkward sizes, every transpose combination, each run twice on the same inputs:
 // the second must give the first one's bits (no atomics, a fixed order: reproducible run to run).
-TEST_CASE("gemm steps 4 to 6 with 16x16 and 32x32 tiles match the reference at awkward sizes, run to run bitwise",
+TEST_CASE("gemm steps 4 to 7 with 16x16 and 32x32 tiles match the reference at awkward sizes, run to run bitwise",
           "[kernels][gemm]") {
     REQUIRE_DEVICE();
     auto rng = test_support::rng_for_test();
@@ -318,7 +321,7 @@ TEST_CASE("gemm steps 4 to 6 with 16x16 and 32x32 tiles match the reference at a
         for (Transpose ta : kTransposes) {
             for (Transpose tb : kTransposes) {
                 const GemmProblem p = make_problem(rng, ta, tb, c);
-                for (const TiledRun& r : steps_4_to_6_with_tiles({kSmallTiles[0], kSmallTiles[1]})) {
+                for (const TiledRun& r : steps_4_to_7_with_tiles({kSmallTiles[0], kSmallTiles[1]})) {
                     const std::vector<float> first = run_and_check(p, r.run, r.name);
                     const std::vector<float> again = run_and_check(p, r.run, r.name + ", again");
                     INFO(r.name << " run twice, " << describe(p));
@@ -329,10 +332,10 @@ TEST_CASE("gemm steps 4 to 6 with 16x16 and 32x32 tiles match the reference at a
     }
 }
 
-// The lessons' three GEMMs of the 784 → 1024 layer at batch 128 through step 6 (their default) with the tile an
-// H100/H200 (132 SMs) chooses (16×16, 16×16, 32×32: not what the CPU backend's 1 "SM" chooses), against the
+// The lessons' three GEMMs of the 784 → 1024 layer at batch 128 through steps 6 and 7 (7: their default) with the
+// tile an H100/H200 (132 SMs) chooses (16×16, 16×16, 32×32: not what the CPU backend's 1 "SM" chooses), against the
 // reference and bit for bit against the 128×128 tile: the small-batch path keeps the lessons' weights unchanged.
-TEST_CASE("gemm step 6 with the tile a 132-SM GPU chooses gives the big tile's bits at the lessons' shapes",
+TEST_CASE("gemm steps 6 and 7 with the tile a 132-SM GPU chooses give the big tile's bits at the lessons' shapes",
           "[kernels][gemm][mlp_shapes]") {
     REQUIRE_DEVICE();
     auto rng = test_support::rng_for_test();
@@ -352,8 +355,11 @@ TEST_CASE("gemm step 6 with the tile a 132-SM GPU chooses gives the big tile's b
                                                        "double_buffered " + std::to_string(static_cast<int>(tile)));
         const std::vector<float> big =
             run_and_check(p, run_with_tile(gemm_double_buffered_with_tile, GemmBlockTile::t128), "double_buffered 128");
+        const std::vector<float> warp_tiled = run_and_check(p, run_with_tile(gemm_warp_tiled_with_tile, tile),
+                                                            "warp_tiled " + std::to_string(static_cast<int>(tile)));
         INFO(describe(p));
         REQUIRE(std::memcmp(small.data(), big.data(), small.size() * sizeof(float)) == 0);
+        REQUIRE(std::memcmp(warp_tiled.data(), big.data(), warp_tiled.size() * sizeof(float)) == 0);
     }
 }
 
@@ -478,7 +484,7 @@ TEST_CASE("gemm rejects bad leading dimensions and sizes and pointers and grids 
         const std::string too_big = message_of(
             [&] { gemm(v, Transpose::no, Transpose::no, 100000, 1, 100000, 1.0f, p, 100000, p, 1, 0.0f, p, 1); });
         CHECK(too_big.find("int index") != std::string::npos);
-        // Too many blocks along grid.y: N's blocks of 8 for step 1, M's for the others (steps 4–6: 128 rows each).
+        // Too many blocks along grid.y: N's blocks of 8 for step 1, M's for the others (steps 4–7: 128 rows each).
         const int rows = v == GemmVersion::naive ? 600001 : 10000000;
         const std::string grid = message_of([&] {
             if (v == GemmVersion::naive) {
