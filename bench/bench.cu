@@ -300,7 +300,7 @@ struct ValidationShape {
     int M, N, K;
 };
 // Off every tile boundary (steps 5–7: element-wise loads; steps 4–7: 16×16 tiles on a GPU, whose SMs 45 blocks
-// cannot fill, 128×128 on the CPU backend's one worker: choose_gemm_tile in kernels/gemm_common.cuh).
+// cannot fill, 128×128 on the CPU backend's one worker: choose_gemm_plan in kernels/gemm_common.cuh).
 constexpr ValidationShape kOddShape{131, 67, 97};
 // Every leading dimension a multiple of 4 (steps 5–7: float4 loads) and ceil(2180/128) · ceil(2052/128) = 18 · 17 =
 // 306 output tiles: steps 4–7 choose 128×128 tiles on a GPU with up to 153 SMs (they want ≥ 2 blocks per SM), the
@@ -923,10 +923,42 @@ void print_memory_bound_counts(const std::vector<KernelAccessCounts>& memory_bou
 
 }  // namespace
 
+// The work model of one GEMM (arithmetic from the launch plans, not a measurement): per step, the block tile, the K
+// slices, the blocks and warps the grid has, warps per SM if spread evenly, and the k-steps one block walks in a row
+// (its critical path: each waits on its tiles and a barrier). Steps 1–2 have no k-steps (a thread walks all of K).
+void print_gemm_work_model(int M, int N, int K, int sm_count) {
+    std::printf("\nWork model of the %dx%dx%d GEMM on %d SMs (arithmetic from the launch plans, not a measurement):\n",
+                M, N, K, sm_count);
+    std::printf("  %-22s %8s %7s %8s %8s %9s %10s\n", "step", "tile", "slices", "blocks", "warps", "warps/SM",
+                "k-steps");
+    const auto row = [&](const char* step, int tile, int slices, long long blocks, int warps_per_block, int k_steps) {
+        const long long warps = blocks * warps_per_block;
+        std::printf("  %-22s %4dx%-4d %7d %8lld %8lld %9.1f %6d%s\n", step, tile, tile, slices, blocks, warps,
+                    double(warps) / sm_count, k_steps, slices > 1 ? " + 1 reduction" : "");
+    };
+    // Step 3: 32×32 tiles of 32×32 threads, 32 k per step, never split.
+    row("3 smem_tiled", 32, 1, (long long)cuda_teach::ceil_div(M, 32) * cuda_teach::ceil_div(N, 32), 32,
+        cuda_teach::ceil_div(K, 32));
+    for (int v = static_cast<int>(GemmVersion::register_blocked); v <= kGemmVersionCount; ++v) {
+        const auto warps = v == static_cast<int>(GemmVersion::warp_tiled) ? gemm_warp_tiled_warps
+                                                                          : gemm_register_blocked_warps;
+        const GemmPlan plan = choose_gemm_plan(M, N, K, sm_count, warps);
+        char step[32];
+        std::snprintf(step, sizeof step, "%d %s", v, gemm_version_name(gemm_version_from_int(v)));
+        row(step, static_cast<int>(plan.tile), plan.split.splits,
+            gemm_block_count(plan.tile, M, N) * plan.split.splits, warps(plan.tile),
+            cuda_teach::ceil_div(plan.split.k_slice, 8));
+    }
+}
+
 int main(int argc, char** argv) {
     const Options options = parse_options(argc, argv);
     require_device_or_exit("bench");
     std::printf("bench: %s\n", device_summary().c_str());
+    if (!options.once) {  // the lessons' forward at batch 128 on an H100 SXM / H200, and on this device
+        print_gemm_work_model(128, 1024, 784, 132);
+        if (const int sm_count = gemm_sm_count(); sm_count != 132) print_gemm_work_model(128, 1024, 784, sm_count);
+    }
     if (kCpuBackend) {
         std::printf(
             "NOTE: these are CPU-backend figures (kernels emulated on the CPU, one fiber per CUDA thread): "
@@ -963,7 +995,7 @@ int main(int argc, char** argv) {
     std::printf(
         "\nValidating against the float64 reference (all transposes; M=131 N=67 K=97, and M=2180 N=2052 K=20%s "
         "or, for HGEMM, M=1288 N=1416 K=40):\n",
-        kCpuBackend ? " for GEMM steps 4-6 only" : "");
+        kCpuBackend ? " for GEMM steps 4-7 only" : "");
     bool ok = true;
     for (int v : versions) {
         const GemmVersion version = gemm_version_from_int(v);

@@ -17,7 +17,8 @@
 //   7 warp_tiled        gemm_v7_warp_tiled.cuh        each warp owns a sub-tile: less shared traffic per FMA
 // Every step takes any M, N, K and leading dimensions and applies the epilogue (bias, ReLU, alpha, beta) the same
 // way (contract: gemm_common.cuh). Steps 4–7 give the same bits as each other, whatever tile they choose
-// (choose_gemm_tile in gemm_common.cuh: the biggest of 128, 64, 32, 16 with ≥ 2 blocks per SM of this GPU).
+// (choose_gemm_plan in gemm_common.cuh: split-K for M ≤ 128 by the shape alone, then the biggest of 128, 64, 32, 16
+// whose grid gives every SM of this GPU 8 warps).
 #pragma once
 
 #include <stdexcept>

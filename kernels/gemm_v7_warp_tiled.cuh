@@ -24,18 +24,19 @@
 //           __launch_bounds__ asks for 2 blocks of 128 threads per SM, a cap of 255 registers (ptxas -v on sm_90:
 //           see kernels/README.md); 8 warps per SM at the 128×128 tile, fewer than step 6's 16, each with twice
 //           the independent FMAs (instruction-level parallelism in place of warps).
-// tiles:    the block tile (GemmBlockTile, chosen as for steps 4–6) is always 2 × 2 warps (128 threads); a lane's
+// tiles:    the block tile (GemmBlockTile, choose_gemm_plan) is always 2 × 2 warps (128 threads); a lane's
 //           outputs shrink with it: 128×128 8×16 (2×4 sub-tiles of 4×4), 64×64 4×8 (1×2 of 4×4), 32×32 2×4 (one
 //           2×4: float2 reads of A), 16×16 1×2 (scalar A, float2 B). The small tiles trade reuse for warps: a
 //           64×64 tile's lane reads 3 float4s per 32 FMAs (10.7 per read, step 6's 64×64 lane 16), but the block
-//           has 4 warps where step 6's has 2 (the tile choice counts warps: choose_gemm_tile).
+//           has 4 warps where step 6's has 2 (the tile choice counts warps: choose_gemm_plan).
 // fallback: as steps 5–6 (the same global loads and tile stores): load_4_floats reads one float at a time, bounds-
 //           checked with zero fill, when a leading dimension is not a multiple of 4 or a pointer is misaligned, and
 //           at every edge; the epilogue stores one float at a time there: any M, N, K works.
 // computes: C = act(alpha·op(A)·op(B) + beta·C + bias), the contract in kernels/gemm_common.cuh; the same bits as
 //           steps 4–6 (each output's K terms: one fmaf per k, ascending, from 0).
 // reference: reference::gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), common/reference_ops.h.
-// launch:   128 threads; grid (ceil(N / BN), ceil(M / BM)); M ≤ 65535·BM.
+// launch:   128 threads; grid (ceil(N / BN), ceil(M / BM), split-K slices); M ≤ 65535·BM. Split-K and the tile:
+//           choose_gemm_plan (gemm_common.cuh) with 4 warps per block.
 #pragma once
 
 #include "kernels/gemm_common.cuh"
@@ -61,8 +62,10 @@ struct GemmWarpTileShape {
 template <int kTile, bool kTransA, bool kTransB>
 __global__ void __launch_bounds__(GemmWarpTileShape<kTile>::kThreads, GemmWarpTileShape<kTile>::kMinBlocksPerSm)
     gemm_warp_tiled_kernel(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
-                           float beta, float* C, int ldc, const float* bias, bool relu, bool use_float4) {
+                           float beta, float* C, int ldc, const float* bias, bool relu, bool use_float4, int k_slice,
+                           int c_slice) {
     using Shape = GemmWarpTileShape<kTile>;
+    gemm_split_k_slice<kTransA, kTransB>(A, lda, B, ldb, K, C, k_slice, c_slice);  // split-K: this block's slice
     constexpr int BM = Shape::BM, BN = Shape::BN, BK = Shape::BK, kThreads = Shape::kThreads;
     constexpr int WM = Shape::WM, WN = Shape::WN, TMS = Shape::TMS, TNS = Shape::TNS;
     constexpr int WMITER = Shape::WMITER, WNITER = Shape::WNITER;
@@ -192,14 +195,18 @@ void gemm_warp_tiled_launch(Transpose op_a, Transpose op_b, int M, int N, int K,
     const auto kernel = gemm_pick_transposes(
         op_a, op_b, gemm_warp_tiled_kernel<kTile, false, false>, gemm_warp_tiled_kernel<kTile, false, true>,
         gemm_warp_tiled_kernel<kTile, true, false>, gemm_warp_tiled_kernel<kTile, true, true>);
-    kernel<<<dim3(cuda_teach::ceil_div(N, kTile), cuda_teach::ceil_div(M, kTile)),
-             dim3(GemmWarpTileShape<kTile>::kThreads), 0, stream>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
-                                                                    epilogue.bias, epilogue.relu,
-                                                                    gemm_can_use_float4(A, lda, B, ldb, C, ldc));
+    // split-K (gemm_common.cuh): for M ≤ 128 the kernel writes partial sums, and a second kernel adds them.
+    const GemmSplitTarget t = gemm_split_k_target(gemm_split_k(M, K), M, N, alpha, beta, C, ldc, epilogue, stream);
+    kernel<<<dim3(cuda_teach::ceil_div(N, kTile), cuda_teach::ceil_div(M, kTile), t.splits),
+             dim3(GemmWarpTileShape<kTile>::kThreads), 0, stream>>>(
+        M, N, K, t.alpha, A, lda, B, ldb, t.beta, t.C, t.ldc, t.epilogue.bias, t.epilogue.relu,
+        gemm_can_use_float4(A, lda, B, ldb, t.C, t.ldc), t.k_slice, t.c_slice);
     CUDA_CHECK(cudaGetLastError());
+    gemm_split_k_finish(t, M, N, alpha, beta, C, ldc, epilogue, stream);
 }
 
-// Runs step 7 with the given block tile (the tests force each; gemm_warp_tiled lets choose_gemm_tile pick).
+// Runs step 7 with the given block tile (the tests force each; gemm_warp_tiled lets choose_gemm_plan pick) and the
+// shape's split-K (gemm_split_k).
 inline void gemm_warp_tiled_with_tile(GemmBlockTile tile, Transpose op_a, Transpose op_b, int M, int N, int K,
                                       float alpha, const float* A, int lda, const float* B, int ldb, float beta,
                                       float* C, int ldc, GemmEpilogue epilogue, cudaStream_t stream) {
@@ -213,6 +220,6 @@ inline void gemm_warp_tiled_with_tile(GemmBlockTile tile, Transpose op_a, Transp
 inline void gemm_warp_tiled(Transpose op_a, Transpose op_b, int M, int N, int K, float alpha, const float* A, int lda,
                             const float* B, int ldb, float beta, float* C, int ldc, GemmEpilogue epilogue,
                             cudaStream_t stream) {
-    gemm_warp_tiled_with_tile(choose_gemm_tile(M, N, gemm_sm_count()), op_a, op_b, M, N, K, alpha, A, lda, B, ldb, beta,
-                              C, ldc, epilogue, stream);
+    gemm_warp_tiled_with_tile(choose_gemm_plan(M, N, K, gemm_sm_count(), gemm_warp_tiled_warps).tile, op_a, op_b, M, N,
+                              K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue, stream);
 }
