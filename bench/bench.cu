@@ -1,6 +1,6 @@
 // bench/bench.cu — validates every kernel in kernels/ against the float64 reference, then times them.
 //
-//   build/cuda/bench/bench               every GEMM step (kernels/gemm_v1_naive.cuh … gemm_v6_double_buffered.cuh)
+//   build/cuda/bench/bench               every GEMM step (kernels/gemm_v1_naive.cuh … gemm_v7_warp_tiled.cuh)
 //                                        at the MLP's shapes (batch 128 and 1024, 784 → 1024 → 1024 → 10: forward,
 //                                        input gradient, weight gradient) and at 4096³, beside cuBLAS SGEMM; then
 //                                        every tensor-core HGEMM step (kernels/hgemm_v1_warp_tile.cuh …
@@ -15,10 +15,10 @@
 // Figures are printed, never asserted. Method (what keeps them honest):
 //   * validation first: each step and every transpose against the float64 reference (and cuBLAS through the same
 //     row-major wrapper), so a fast wrong kernel is reported as wrong, not fast. Two shapes: 131×67×97 (off every
-//     tile boundary: steps 5–6's element-wise fallback; on a GPU steps 4–6's 16×16 tiles, the small-batch path)
+//     tile boundary: steps 5–7's element-wise fallback; on a GPU steps 4–7's 16×16 tiles, the small-batch path)
 //     and 2180×2052×20 (leading dimensions multiples of 4 and 18 × 17 = 306 output tiles of 128×128, ≥ 2 per SM
 //     up to 153 SMs: the float4 loads and 128×128 tiles — the paths timed at the large shapes; on the CPU backend
-//     only steps 4–6 run this one, the others would take minutes);
+//     only steps 4–7 run this one, the others would take minutes);
 //   * CUDA events around the runs, after warm-up runs; the median of the runs (robust to a stray slow one);
 //   * two timings per GEMM: "launch", one launch between two events, synchronized after each (what a lone call
 //     costs, host launch overhead included), and "stream", n launches back to back on one stream between two
@@ -95,11 +95,12 @@ void print_usage() {
         "Validates every kernel in kernels/ against the float64 reference, then times it (in the counting build,\n"
         "build/cpu-counters: counts every kernel's memory requests instead).\n"
         "  --quick            fewer repetitions and smaller memory-bound sizes\n"
-        "  --once             only one launch of each GEMM and HGEMM step at 256^3 (64x64 block tiles): what\n"
+        "  --once             only one launch of each GEMM and HGEMM step at 256^3 (64x64 block tiles; GEMM step 7\n"
+        "                     128x128, its design point): what\n"
         "                     tools/gpu_check.sh profiles with Nsight Compute; counted in the counting build\n"
         "  --csv FILE         with --once in the counting build: write each step's counts to FILE\n"
         "  --version N        time only GEMM step N (1 naive, 2 coalesced, 3 smem_tiled, 4 register_blocked,\n"
-        "                     5 vectorized, 6 double_buffered)\n"
+        "                     5 vectorized, 6 double_buffered, 7 warp_tiled)\n"
         "  --hgemm-version N  time only tensor-core HGEMM step N (1 warp_tile, 2 block_tile, 3 pipelined)\n"
         "  --help             this text\n");
 }
@@ -298,11 +299,11 @@ using GemmFunction = std::function<void(Transpose, Transpose, int, int, int, flo
 struct ValidationShape {
     int M, N, K;
 };
-// Off every tile boundary (steps 5–6: element-wise loads; steps 4–6: 16×16 tiles on a GPU, whose SMs 45 blocks
-// cannot fill, 128×128 on the CPU backend's one worker: choose_gemm_tile in kernels/gemm_common.cuh).
+// Off every tile boundary (steps 5–7: element-wise loads; steps 4–7: 16×16 tiles on a GPU, whose SMs 45 blocks
+// cannot fill, 128×128 on the CPU backend's one worker: choose_gemm_plan in kernels/gemm_common.cuh).
 constexpr ValidationShape kOddShape{131, 67, 97};
-// Every leading dimension a multiple of 4 (steps 5–6: float4 loads) and ceil(2180/128) · ceil(2052/128) = 18 · 17 =
-// 306 output tiles: steps 4–6 choose 128×128 tiles on a GPU with up to 153 SMs (they want ≥ 2 blocks per SM), the
+// Every leading dimension a multiple of 4 (steps 5–7: float4 loads) and ceil(2180/128) · ceil(2052/128) = 18 · 17 =
+// 306 output tiles: steps 4–7 choose 128×128 tiles on a GPU with up to 153 SMs (they want ≥ 2 blocks per SM), the
 // paths the large timed shapes take. K = 20: three k-steps, the last one partial.
 constexpr ValidationShape kAlignedShape{2180, 2052, 20};
 
@@ -833,6 +834,9 @@ std::vector<KernelAccessCounts> run_each_step_once(const std::vector<int>& versi
         else if (v == 6)
             gemm_double_buffered_with_tile(GemmBlockTile::t64, no, no, n, n, n, 1.0f, a.get(), n, b.get(), n, 0.0f,
                                            c.get(), n, {}, nullptr);
+        else if (v == 7)  // its design point: 4 warps of 64×64, 8×16 outputs per lane (64×64 tiles give 4×8)
+            gemm_warp_tiled_with_tile(GemmBlockTile::t128, no, no, n, n, n, 1.0f, a.get(), n, b.get(), n, 0.0f,
+                                      c.get(), n, {}, nullptr);
         else
             gemm(version, no, no, n, n, n, 1.0f, a.get(), n, b.get(), n, 0.0f, c.get(), n);
         counted("gemm " + std::to_string(v) + " " + gemm_version_name(version));
@@ -863,8 +867,8 @@ std::vector<KernelAccessCounts> run_each_step_once(const std::vector<int>& versi
 // The counting build: the GEMM staircase as the figures that make it fast on a GPU.
 void print_staircase_counts(const std::vector<KernelAccessCounts>& steps) {
     const double fmas = double(kOnceSize) * kOnceSize * kOnceSize;
-    std::printf("\nGEMM and HGEMM steps at %d^3, one launch each (64x64 block tiles): memory requests counted per warp "
-                "instruction (the counting build)\n",
+    std::printf("\nGEMM and HGEMM steps at %d^3, one launch each (64x64 block tiles; GEMM step 7 128x128): memory "
+                "requests counted per warp instruction (the counting build)\n",
                 kOnceSize);
     std::printf("  %-22s %14s %12s %14s %14s %15s %15s %12s\n", "step", "global ld req", "sectors/req",
                 "global sectors", "shared ld req", "wavefronts/req", "bank conflicts", "FMA/shld req");
@@ -919,10 +923,42 @@ void print_memory_bound_counts(const std::vector<KernelAccessCounts>& memory_bou
 
 }  // namespace
 
+// The work model of one GEMM (arithmetic from the launch plans, not a measurement): per step, the block tile, the K
+// slices, the blocks and warps the grid has, warps per SM if spread evenly, and the k-steps one block walks in a row
+// (its critical path: each waits on its tiles and a barrier). Steps 1–2 have no k-steps (a thread walks all of K).
+void print_gemm_work_model(int M, int N, int K, int sm_count) {
+    std::printf("\nWork model of the %dx%dx%d GEMM on %d SMs (arithmetic from the launch plans, not a measurement):\n",
+                M, N, K, sm_count);
+    std::printf("  %-22s %8s %7s %8s %8s %9s %10s\n", "step", "tile", "slices", "blocks", "warps", "warps/SM",
+                "k-steps");
+    const auto row = [&](const char* step, int tile, int slices, long long blocks, int warps_per_block, int k_steps) {
+        const long long warps = blocks * warps_per_block;
+        std::printf("  %-22s %4dx%-4d %7d %8lld %8lld %9.1f %6d%s\n", step, tile, tile, slices, blocks, warps,
+                    double(warps) / sm_count, k_steps, slices > 1 ? " + 1 reduction" : "");
+    };
+    // Step 3: 32×32 tiles of 32×32 threads, 32 k per step, never split.
+    row("3 smem_tiled", 32, 1, (long long)cuda_teach::ceil_div(M, 32) * cuda_teach::ceil_div(N, 32), 32,
+        cuda_teach::ceil_div(K, 32));
+    for (int v = static_cast<int>(GemmVersion::register_blocked); v <= kGemmVersionCount; ++v) {
+        const auto warps = v == static_cast<int>(GemmVersion::warp_tiled) ? gemm_warp_tiled_warps
+                                                                          : gemm_register_blocked_warps;
+        const GemmPlan plan = choose_gemm_plan(M, N, K, sm_count, warps);
+        char step[32];
+        std::snprintf(step, sizeof step, "%d %s", v, gemm_version_name(gemm_version_from_int(v)));
+        row(step, static_cast<int>(plan.tile), plan.split.splits,
+            gemm_block_count(plan.tile, M, N) * plan.split.splits, warps(plan.tile),
+            cuda_teach::ceil_div(plan.split.k_slice, 8));
+    }
+}
+
 int main(int argc, char** argv) {
     const Options options = parse_options(argc, argv);
     require_device_or_exit("bench");
     std::printf("bench: %s\n", device_summary().c_str());
+    if (!options.once) {  // the lessons' forward at batch 128 on an H100 SXM / H200, and on this device
+        print_gemm_work_model(128, 1024, 784, 132);
+        if (const int sm_count = gemm_sm_count(); sm_count != 132) print_gemm_work_model(128, 1024, 784, sm_count);
+    }
     if (kCpuBackend) {
         std::printf(
             "NOTE: these are CPU-backend figures (kernels emulated on the CPU, one fiber per CUDA thread): "
@@ -948,7 +984,9 @@ int main(int argc, char** argv) {
                 std::fprintf(stderr, "bench: --csv needs the counting build (build/cpu-counters): nothing counts here\n");
                 return 2;
             }
-            std::printf("ran each GEMM and HGEMM step once at %d^3 (64x64 block tiles), for a profiler\n", kOnceSize);
+            std::printf("ran each GEMM and HGEMM step once at %d^3 (64x64 block tiles; GEMM step 7 128x128), for a "
+                        "profiler\n",
+                        kOnceSize);
         }
         return 0;
     }
@@ -957,7 +995,7 @@ int main(int argc, char** argv) {
     std::printf(
         "\nValidating against the float64 reference (all transposes; M=131 N=67 K=97, and M=2180 N=2052 K=20%s "
         "or, for HGEMM, M=1288 N=1416 K=40):\n",
-        kCpuBackend ? " for GEMM steps 4-6 only" : "");
+        kCpuBackend ? " for GEMM steps 4-7 only" : "");
     bool ok = true;
     for (int v : versions) {
         const GemmVersion version = gemm_version_from_int(v);

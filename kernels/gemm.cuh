@@ -14,9 +14,11 @@
 //                                                     ones when the output is too small to give every SM 2 blocks)
 //   5 vectorized        gemm_v5_vectorized.cuh        float4 loads and stores, k-major A tile: conflict-free
 //   6 double_buffered   gemm_v6_double_buffered.cuh   the next tiles load while this one is multiplied
+//   7 warp_tiled        gemm_v7_warp_tiled.cuh        each warp owns a sub-tile: less shared traffic per FMA
 // Every step takes any M, N, K and leading dimensions and applies the epilogue (bias, ReLU, alpha, beta) the same
-// way (contract: gemm_common.cuh). Steps 4–6 give the same bits as each other, whatever tile they choose
-// (choose_gemm_tile in gemm_common.cuh: the biggest of 128, 64, 32, 16 with ≥ 2 blocks per SM of this GPU).
+// way (contract: gemm_common.cuh). Steps 4–7 give the same bits as each other, whatever tile they choose
+// (choose_gemm_plan in gemm_common.cuh: split-K for M ≤ 128 by the shape alone, then the biggest of 128, 64, 32, 16
+// whose grid gives every SM of this GPU 8 warps).
 #pragma once
 
 #include <stdexcept>
@@ -29,6 +31,7 @@
 #include "kernels/gemm_v4_register_blocked.cuh"
 #include "kernels/gemm_v5_vectorized.cuh"
 #include "kernels/gemm_v6_double_buffered.cuh"
+#include "kernels/gemm_v7_warp_tiled.cuh"
 
 inline GemmLauncher gemm_launcher(GemmVersion version) {
     switch (version) {
@@ -44,6 +47,8 @@ inline GemmLauncher gemm_launcher(GemmVersion version) {
             return gemm_vectorized;
         case GemmVersion::double_buffered:
             return gemm_double_buffered;
+        case GemmVersion::warp_tiled:
+            return gemm_warp_tiled;
     }
     throw std::invalid_argument("gemm: a GemmVersion outside 1..kGemmVersionCount");
 }

@@ -19,11 +19,15 @@
 // (Both transposed works too; the tests run all four combinations.)
 #pragma once
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <cstdio>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "common/launch.h"
 #include "kernels/gemm_version.h"
@@ -120,32 +124,36 @@ inline void gemm_check_grid_y(const char* who, const char* dimension, int size, 
 }
 
 // ---- Block tiles ----------------------------------------------------------------------------------------------------
-// The fp16 GEMM (hgemm_common.cuh) computes a 128×128 tile of C per block, or 64×64 when 128×128 tiles would number
-// fewer than 128 (a batch-128 layer, 128×1024, is 8 of them). The fp32 steps 4–6 choose among more tiles, below.
+// The fp16 GEMM (hgemm_common.cuh) computes a 128×128 tile of C per block (8 warps), or 64×64 (4 warps): the
+// 128×128 tile when its grid gives every SM kWantedWarpsPerSm warps (below, as the fp32 steps count them), else
+// 64×64. It does not split K: a batch-128 layer, 128×1024, is 32 blocks of 64×64 (a quarter of an H200's SMs).
+// The fp32 steps 4–7 choose among more tiles and split K, below.
 enum class GemmTile { t64 = 64, t128 = 128 };
+inline constexpr int kHgemmWantedWarpsPerSm = 8;  // = kWantedWarpsPerSm (defined with the fp32 plan below)
 
-inline GemmTile gemm_tile_for(int M, int N) {
+inline GemmTile gemm_tile_for(int M, int N, int sm_count) {
     const long long tiles_128 = static_cast<long long>(cuda_teach::ceil_div(M, 128)) * cuda_teach::ceil_div(N, 128);
-    return tiles_128 < 128 ? GemmTile::t64 : GemmTile::t128;
+    return tiles_128 * 8 >= static_cast<long long>(kHgemmWantedWarpsPerSm) * (sm_count > 0 ? sm_count : 1)
+               ? GemmTile::t128
+               : GemmTile::t64;
 }
 
-// Steps 4–6 compute a BM×BN tile of C per block, each thread TM×TN outputs of it in registers:
+// Steps 4–6 compute a BM×BN tile of C per block, each thread TM×TN outputs of it in registers (step 7: 128 threads
+// at every tile, gemm_v7_warp_tiled.cuh):
 //     GemmBlockTile   BM×BN     threads   TM×TN per thread
 //     t128            128×128   256       8×8
 //     t64              64×64     64       8×8
 //     t32              32×32     64       4×4
 //     t16              16×16     64       2×2
 // A bigger tile reuses every value it loads more often (a thread's TM + TN operands feed TM·TN multiply-adds), but
-// the grid has fewer blocks, and blocks are what an SM's warp schedulers choose between while one waits on a load
-// or a barrier. At the lessons' batch of 128 a 1024-wide layer is 8 tiles of 128×128 (or 32 of 64×64, 2 warps
-// each): most of an H200's 132 SMs would sit idle. So the launchers take the biggest tile that still gives every SM
-// at least 2 blocks (choose_gemm_tile), and the smallest (the most blocks) when even that one cannot (the 10-wide
-// output layer: 8 blocks of 16×16). No split-K: whatever the tile, each output sums its K terms in the same order
-// (one fmaf per k, ascending, from 0), so every tile gives the same bits and a lesson's weights do not depend on
-// the GPU it ran on. The tests force each tile through the steps' *_with_tile launchers and compare.
+// the grid has fewer blocks, hence fewer warps, and warps are what an SM's 4 schedulers choose between while one
+// waits on a load or a barrier. The plan (choose_gemm_plan, below) counts warps, not blocks, and cuts K when the
+// output is too small to give the GPU enough of them (split-K). Whatever the tile, each output sums its terms in
+// the same order, so every tile gives the same bits; the tests force each tile through the steps' *_with_tile
+// launchers and compare.
 enum class GemmBlockTile { t16 = 16, t32 = 32, t64 = 64, t128 = 128 };
 
-// The one switch from a block tile to its instantiation, shared by steps 4–6: calls
+// The one switch from a block tile to its instantiation, shared by steps 4–7: calls
 // launch.template operator()<kTile>() (a lambda `[&]<int kTile>() { ... }`) for tile's kTile.
 template <typename Launch>
 void gemm_with_block_tile(const char* who, GemmBlockTile tile, Launch&& launch) {
@@ -180,16 +188,63 @@ inline long long gemm_block_count(GemmBlockTile tile, int M, int N) {
     return static_cast<long long>(cuda_teach::ceil_div(M, t)) * cuda_teach::ceil_div(N, t);
 }
 
-// The tile for an M×N output on a GPU with sm_count SMs: the biggest whose grid has ≥ 2 blocks per SM, else the
-// smallest. K plays no part (no split-K). Pure, so the tests pass 132 (an H100 SXM's or H200's count); the
-// launchers pass gemm_sm_count(). On the CPU backend an "SM" is a worker thread (1 by default), so big tiles win
-// there, which suits it: fewer, fatter threads to emulate.
-inline GemmBlockTile choose_gemm_tile(int M, int N, int sm_count) {
-    const long long wanted = 2LL * (sm_count > 0 ? sm_count : 1);
+// ---- The plan of steps 4–7: split-K and the block tile ------------------------------------------------------------
+// A block walks its K in k-steps of BK = 8, one after another (each waits for its tiles and a barrier), so without
+// help a 128×1024×784 layer is 98 dependent k-steps on every block whatever the tile, on a grid too small for the
+// GPU (8 tiles of 128×128, 32 of 64×64). Two fixes, in this order:
+//
+// split-K (gemm_split_k): when M ≤ 128 (a batch of 128 or less) and K > 128, K is cut into `splits` slices of
+// k_slice terms (a multiple of BK, so 16-byte alignment holds), ceil(K / 128) of them and at most 16; each slice is
+// a block of its own (grid.z) that writes its raw partial sums to a workspace, and gemm_split_k_reduce_kernel adds
+// the slices in the fixed order 0, 1, …, splits − 1 and applies the epilogue. The split depends on the shape only,
+// never on the GPU: the sum's order, hence its bits, is the same on every GPU and on the CPU backend, run after run,
+// for every tile and every step 4–7. It is not the unsplit sum's bits ((p0 + p1) + … groups the terms otherwise):
+// the lessons' numerics changed when split-K came in (tests/lesson_pins.json was recorded again).
+//
+// the tile (choose_gemm_plan): the biggest whose grid, splits included, gives every SM kWantedWarpsPerSm warps (2
+// per scheduler: one issues while the other waits), else the smallest. Pure, so the tests pass 132 (an H100 SXM's or
+// H200's count); the launchers pass gemm_sm_count(). On the CPU backend an "SM" is a worker thread (1 by default),
+// so big tiles win there, which suits it: fewer, fatter threads to emulate.
+inline constexpr int kWantedWarpsPerSm = kHgemmWantedWarpsPerSm;
+inline constexpr int kSplitKMaxRows = 128, kSplitKTargetSlice = 128, kSplitKMaxSplits = 16;
+
+struct GemmSplitK {
+    int splits = 1;   // grid.z
+    int k_slice = 0;  // terms per slice (the last may have fewer); K when unsplit
+};
+
+inline GemmSplitK gemm_split_k(int M, int K) {
+    if (M > kSplitKMaxRows || K <= kSplitKTargetSlice) return {1, K};
+    const int wanted = std::min(kSplitKMaxSplits, cuda_teach::ceil_div(K, kSplitKTargetSlice));
+    const int k_slice = cuda_teach::ceil_div(cuda_teach::ceil_div(K, wanted), 8) * 8;  // whole k-steps
+    return {cuda_teach::ceil_div(K, k_slice), k_slice};
+}
+
+struct GemmPlan {
+    GemmBlockTile tile;
+    GemmSplitK split;
+};
+
+// Warps per block of steps 4–6 (GemmTileShape) and of step 7 (always 2 × 2 warps).
+inline int gemm_register_blocked_warps(GemmBlockTile tile) {
+    return tile == GemmBlockTile::t128 ? 8 : 2;
+}
+inline int gemm_warp_tiled_warps(GemmBlockTile) {
+    return 4;
+}
+
+// The warps an M×N output's grid has in this tile with `splits` slices of K.
+inline long long gemm_warp_count(GemmBlockTile tile, int M, int N, int splits, int (*warps_per_block)(GemmBlockTile)) {
+    return gemm_block_count(tile, M, N) * splits * warps_per_block(tile);
+}
+
+inline GemmPlan choose_gemm_plan(int M, int N, int K, int sm_count, int (*warps_per_block)(GemmBlockTile)) {
+    const GemmSplitK split = gemm_split_k(M, K);
+    const long long wanted = static_cast<long long>(kWantedWarpsPerSm) * (sm_count > 0 ? sm_count : 1);
     for (const GemmBlockTile tile : {GemmBlockTile::t128, GemmBlockTile::t64, GemmBlockTile::t32}) {
-        if (gemm_block_count(tile, M, N) >= wanted) return tile;
+        if (gemm_warp_count(tile, M, N, split.splits, warps_per_block) >= wanted) return {tile, split};
     }
-    return GemmBlockTile::t16;
+    return {GemmBlockTile::t16, split};
 }
 
 // The current device's SM count (a cached attribute in the runtime: cheap enough to ask at every launch), or 0 when
@@ -205,7 +260,93 @@ inline int gemm_sm_count() {
     return sm_count;
 }
 
-// ---- 16-byte accesses of steps 5–6 -------------------------------------------------------------------------------
+// ---- Split-K: the kernels' side, the workspace, the reduction --------------------------------------------------
+
+// The first lines of steps 4–7's kernels: block z of a split-K grid computes op(A)[:, k_begin..] · op(B)[k_begin.., :]
+// for its slice only (K becomes the slice's length) into its own M×N matrix of the workspace (C + z·c_slice).
+// Unsplit (gridDim.z = 1, k_slice = K, c_slice = 0) nothing changes.
+template <bool kTransA, bool kTransB>
+__device__ __forceinline__ void gemm_split_k_slice(const float*& A, int lda, const float*& B, int ldb, int& K,
+                                                   float*& C, int k_slice, int c_slice) {
+    const int z = blockIdx.z, k_begin = z * k_slice;
+    A += kTransA ? k_begin * lda : k_begin;  // op(A)'s columns from k_begin: A's columns, or its rows when stored K×M
+    B += kTransB ? k_begin : k_begin * ldb;  // op(B)'s rows from k_begin
+    K = std::min(K - k_begin, k_slice);
+    C += z * c_slice;
+}
+
+// The workspace of the partial sums: one buffer per (device, stream), grown when a bigger split output comes along
+// and kept (at most 16 · 128 · N floats: 8 MiB for N = 1024). Per stream, so concurrent GEMMs on two streams never
+// share one; a launch allocates only the first time (or when growing: then the stream is synchronized first, since
+// the old buffer may still be read). The one device allocation the GEMMs make, outside the lessons' MemoryLedger.
+inline float* gemm_split_k_workspace(size_t floats, cudaStream_t stream) {
+    struct Buffer {
+        float* data = nullptr;
+        size_t floats = 0;
+    };
+    static std::mutex mutex;
+    // Never destroyed, never freed: the buffers stay reachable (not leaks) until the process ends.
+    static auto& buffers = *new std::map<std::pair<int, cudaStream_t>, Buffer>;
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    const std::lock_guard lock(mutex);
+    Buffer& buffer = buffers[{device, stream}];
+    if (buffer.floats < floats) {
+        if (buffer.data != nullptr) {
+            CUDA_CHECK(cudaStreamSynchronize(stream));
+            CUDA_CHECK(cudaFree(buffer.data));
+            buffer = {};
+        }
+        CUDA_CHECK(cudaMalloc(&buffer.data, floats * sizeof(float)));
+        buffer.floats = floats;
+    }
+    return buffer.data;
+}
+
+// C = act(alpha · Σ_z partial[z] + beta · C + bias), z = 0, 1, …, splits − 1 in that order (the fixed order that makes
+// split-K reproducible). One thread per output, grid (ceil(N / 128), M): a warp reads 32 consecutive floats of each
+// slice (128 bytes, coalesced) and writes 32 consecutive outputs. (A template, as every GEMM kernel is, so that each
+// file including this header may instantiate it.)
+template <bool kRelu>
+__global__ void gemm_split_k_reduce_kernel(int M, int N, int splits, const float* partial, float alpha, float beta,
+                                           float* C, int ldc, const float* bias) {
+    const int col = blockIdx.x * blockDim.x + threadIdx.x, row = blockIdx.y;
+    if (col >= N) return;
+    const float* p = partial + row * N + col;  // partial[z][row][col], slices M·N apart
+    float sum = p[0];
+    for (int z = 1; z < splits; ++z) sum += p[z * M * N];
+    float* c = C + row * ldc + col;
+    *c = gemm_epilogue_value(sum, alpha, beta, c, bias, kRelu, col);
+}
+
+// Where a step's kernel writes: C itself (unsplit), or the workspace (split-K: raw sums, alpha 1, beta 0, no
+// epilogue, leading dimension N, slices M·N apart).
+struct GemmSplitTarget {
+    float* C;
+    int ldc;
+    float alpha, beta;
+    GemmEpilogue epilogue;
+    int splits, k_slice, c_slice;
+};
+
+inline GemmSplitTarget gemm_split_k_target(GemmSplitK split, int M, int N, float alpha, float beta, float* C, int ldc,
+                                           GemmEpilogue epilogue, cudaStream_t stream) {
+    if (split.splits <= 1) return {C, ldc, alpha, beta, epilogue, 1, split.k_slice, 0};
+    float* partial = gemm_split_k_workspace(static_cast<size_t>(split.splits) * M * N, stream);
+    return {partial, N, 1.0f, 0.0f, GemmEpilogue{}, split.splits, split.k_slice, M * N};
+}
+
+// After a step's kernel: the reduction, when it wrote to the workspace.
+inline void gemm_split_k_finish(const GemmSplitTarget& target, int M, int N, float alpha, float beta, float* C, int ldc,
+                                GemmEpilogue epilogue, cudaStream_t stream) {
+    if (target.splits <= 1) return;
+    const auto kernel = epilogue.relu ? gemm_split_k_reduce_kernel<true> : gemm_split_k_reduce_kernel<false>;
+    kernel<<<dim3(cuda_teach::ceil_div(N, 128), M), dim3(128), 0, stream>>>(M, N, target.splits, target.C, alpha, beta,
+                                                                            C, ldc, epilogue.bias);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+// ---- 16-byte accesses of steps 5–7 -------------------------------------------------------------------------------
 
 // p[0..3], of which the first `in_bounds` exist (≤ 0: none; ≥ 4: all). One 16-byte load when all 4 exist and
 // use_float4 says p is 16-byte aligned; otherwise one float at a time, the missing ones 0.
@@ -219,11 +360,14 @@ __device__ __forceinline__ float4 load_4_floats(const float* p, int in_bounds, b
     return v;
 }
 
-// out[0..n-1] = p[0..n-1] from shared memory, with 16-byte loads (n = 4 or 8), or one 8-byte load (n = 2): the
-// operands a thread of steps 5–6 takes per k. p must be aligned to the load (the tiles' layout guarantees it).
+// out[0..n-1] = p[0..n-1] from shared memory, with 16-byte loads (n = 4 or 8), one 8-byte load (n = 2) or one float
+// (n = 1): the operands a thread of steps 5–7 takes per k. p must be aligned to the load (the tiles' layout
+// guarantees it).
 template <int n>
 __device__ __forceinline__ void load_shared_floats(const float* p, float* out) {
-    if constexpr (n == 2) {
+    if constexpr (n == 1) {
+        out[0] = *p;
+    } else if constexpr (n == 2) {
         const float2 v = *reinterpret_cast<const float2*>(p);
         out[0] = v.x;
         out[1] = v.y;

@@ -8,14 +8,14 @@
 // costs:    64 accumulators + 16 operands in registers per thread; 64 outputs per thread means 64× fewer threads,
 //           so a small output (8 tiles of 128×128 at batch 128) leaves most SMs idle. The launcher therefore picks
 //           the biggest tile that gives every SM ≥ 2 blocks, down to 16×16 tiles of 2×2 outputs per thread
-//           (GemmBlockTile and choose_gemm_tile in gemm_common.cuh); every tile gives the same bits. The
+//           (GemmBlockTile and choose_gemm_plan in gemm_common.cuh); every tile gives the same bits. The
 //           shared-memory reads of op(B) still conflict (noted below), and every global access moves 4 bytes: step 5
 //           fixes both.
 // computes: C = act(alpha·op(A)·op(B) + beta·C + bias), the contract in kernels/gemm_common.cuh; any M, N, K
 //           (element-wise loads with bounds checks, zero fill past an edge).
 // reference: reference::gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), common/reference_ops.h.
 // launch:   GemmTileShape<tile>::kThreads threads (256 for 128×128, 64 for the others); grid (ceil(N / BN),
-//           ceil(M / BM)); M ≤ 65535·BM.
+//           ceil(M / BM), split-K slices); M ≤ 65535·BM. Split-K and the tile: choose_gemm_plan (gemm_common.cuh).
 #pragma once
 
 #include "kernels/gemm_common.cuh"
@@ -26,8 +26,10 @@
 template <int kTile, bool kTransA, bool kTransB>
 __global__ void __launch_bounds__(GemmTileShape<kTile>::kThreads)
     gemm_register_blocked_kernel(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
-                                 float beta, float* C, int ldc, const float* bias, bool relu) {
+                                 float beta, float* C, int ldc, const float* bias, bool relu, int k_slice,
+                                 int c_slice) {
     using Shape = GemmTileShape<kTile>;
+    gemm_split_k_slice<kTransA, kTransB>(A, lda, B, ldb, K, C, k_slice, c_slice);  // split-K: this block's slice
     constexpr int BM = Shape::BM, BN = Shape::BN, BK = Shape::BK, TM = Shape::TM, TN = Shape::TN;
     constexpr int kThreads = Shape::kThreads;
     // a_tile is m-major as in step 3; +1 keeps the transposed stores of op_a = T conflict-free (address 9m + k;
@@ -80,7 +82,7 @@ __global__ void __launch_bounds__(GemmTileShape<kTile>::kThreads)
                 // read 128 contiguous bytes and with TN = 2 (8-byte loads, 16 lanes at a time, 8 tx) 64: conflict-free.
 #pragma unroll
             for (int j = 0; j < TN; ++j) b[j] = b_tile[k][TN * tx + j];
-                // fmaf, k ascending: one rounding per term in a fixed order, so steps 4–6 and every tile agree bitwise.
+                // fmaf, k ascending: one rounding per term in a fixed order, so steps 4–7 and every tile agree bitwise.
 #pragma unroll
             for (int i = 0; i < TM; ++i) {
 #pragma unroll
@@ -113,12 +115,17 @@ void gemm_register_blocked_launch(Transpose op_a, Transpose op_b, int M, int N, 
     const auto kernel = gemm_pick_transposes(
         op_a, op_b, gemm_register_blocked_kernel<kTile, false, false>, gemm_register_blocked_kernel<kTile, false, true>,
         gemm_register_blocked_kernel<kTile, true, false>, gemm_register_blocked_kernel<kTile, true, true>);
-    kernel<<<dim3(cuda_teach::ceil_div(N, kTile), cuda_teach::ceil_div(M, kTile)), dim3(GemmTileShape<kTile>::kThreads),
-             0, stream>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue.bias, epilogue.relu);
+    // split-K (gemm_common.cuh): for M ≤ 128 the kernel writes partial sums, and a second kernel adds them.
+    const GemmSplitTarget t = gemm_split_k_target(gemm_split_k(M, K), M, N, alpha, beta, C, ldc, epilogue, stream);
+    kernel<<<dim3(cuda_teach::ceil_div(N, kTile), cuda_teach::ceil_div(M, kTile), t.splits),
+             dim3(GemmTileShape<kTile>::kThreads), 0, stream>>>(M, N, K, t.alpha, A, lda, B, ldb, t.beta, t.C, t.ldc,
+                                                                t.epilogue.bias, t.epilogue.relu, t.k_slice, t.c_slice);
     CUDA_CHECK(cudaGetLastError());
+    gemm_split_k_finish(t, M, N, alpha, beta, C, ldc, epilogue, stream);
 }
 
-// Runs step 4 with the given block tile (the tests force each; gemm_register_blocked lets choose_gemm_tile pick).
+// Runs step 4 with the given block tile (the tests force each; gemm_register_blocked lets choose_gemm_plan pick)
+// and the shape's split-K (gemm_split_k).
 inline void gemm_register_blocked_with_tile(GemmBlockTile tile, Transpose op_a, Transpose op_b, int M, int N, int K,
                                             float alpha, const float* A, int lda, const float* B, int ldb, float beta,
                                             float* C, int ldc, GemmEpilogue epilogue, cudaStream_t stream) {
@@ -132,6 +139,6 @@ inline void gemm_register_blocked_with_tile(GemmBlockTile tile, Transpose op_a, 
 inline void gemm_register_blocked(Transpose op_a, Transpose op_b, int M, int N, int K, float alpha, const float* A,
                                   int lda, const float* B, int ldb, float beta, float* C, int ldc,
                                   GemmEpilogue epilogue, cudaStream_t stream) {
-    gemm_register_blocked_with_tile(choose_gemm_tile(M, N, gemm_sm_count()), op_a, op_b, M, N, K, alpha, A, lda, B, ldb,
-                                    beta, C, ldc, epilogue, stream);
+    gemm_register_blocked_with_tile(choose_gemm_plan(M, N, K, gemm_sm_count(), gemm_register_blocked_warps).tile, op_a,
+                                    op_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue, stream);
 }

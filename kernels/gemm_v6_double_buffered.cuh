@@ -16,7 +16,7 @@
 //           steps 4 and 5 (each output's terms are summed in the same order).
 // reference: reference::gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), common/reference_ops.h.
 // launch:   GemmTileShape<tile>::kThreads threads (256 for 128×128, 64 for the others); grid (ceil(N / BN),
-//           ceil(M / BM)); M ≤ 65535·BM. The tile: choose_gemm_tile (gemm_common.cuh), as in steps 4 and 5.
+//           ceil(M / BM), split-K slices); M ≤ 65535·BM. Split-K and the tile: choose_gemm_plan, as in steps 4–5.
 #pragma once
 
 #include "kernels/gemm_common.cuh"
@@ -26,8 +26,10 @@
 template <int kTile, bool kTransA, bool kTransB>
 __global__ void __launch_bounds__(GemmTileShape<kTile>::kThreads, GemmTileShape<kTile>::kMinBlocksPerSm)
     gemm_double_buffered_kernel(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
-                                float beta, float* C, int ldc, const float* bias, bool relu, bool use_float4) {
+                                float beta, float* C, int ldc, const float* bias, bool relu, bool use_float4,
+                                int k_slice, int c_slice) {
     using Shape = GemmTileShape<kTile>;
+    gemm_split_k_slice<kTransA, kTransB>(A, lda, B, ldb, K, C, k_slice, c_slice);  // split-K: this block's slice
     constexpr int BM = Shape::BM, BN = Shape::BN, BK = Shape::BK, TM = Shape::TM, TN = Shape::TN;
     constexpr int kThreads = Shape::kThreads;
     constexpr int kVec = TN >= 4 ? 4 : TN, kGroups = TN / kVec;  // a thread's columns, as in step 5
@@ -146,13 +148,18 @@ void gemm_double_buffered_launch(Transpose op_a, Transpose op_b, int M, int N, i
     const auto kernel = gemm_pick_transposes(
         op_a, op_b, gemm_double_buffered_kernel<kTile, false, false>, gemm_double_buffered_kernel<kTile, false, true>,
         gemm_double_buffered_kernel<kTile, true, false>, gemm_double_buffered_kernel<kTile, true, true>);
-    kernel<<<dim3(cuda_teach::ceil_div(N, kTile), cuda_teach::ceil_div(M, kTile)), dim3(GemmTileShape<kTile>::kThreads),
-             0, stream>>>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue.bias, epilogue.relu,
-                          gemm_can_use_float4(A, lda, B, ldb, C, ldc));
+    // split-K (gemm_common.cuh): for M ≤ 128 the kernel writes partial sums, and a second kernel adds them.
+    const GemmSplitTarget t = gemm_split_k_target(gemm_split_k(M, K), M, N, alpha, beta, C, ldc, epilogue, stream);
+    kernel<<<dim3(cuda_teach::ceil_div(N, kTile), cuda_teach::ceil_div(M, kTile), t.splits),
+             dim3(GemmTileShape<kTile>::kThreads), 0, stream>>>(
+        M, N, K, t.alpha, A, lda, B, ldb, t.beta, t.C, t.ldc, t.epilogue.bias, t.epilogue.relu,
+        gemm_can_use_float4(A, lda, B, ldb, t.C, t.ldc), t.k_slice, t.c_slice);
     CUDA_CHECK(cudaGetLastError());
+    gemm_split_k_finish(t, M, N, alpha, beta, C, ldc, epilogue, stream);
 }
 
-// Runs step 6 with the given block tile (the tests force each; gemm_double_buffered lets choose_gemm_tile pick).
+// Runs step 6 with the given block tile (the tests force each; gemm_double_buffered lets choose_gemm_plan pick) and the
+// shape's split-K (gemm_split_k).
 inline void gemm_double_buffered_with_tile(GemmBlockTile tile, Transpose op_a, Transpose op_b, int M, int N, int K,
                                            float alpha, const float* A, int lda, const float* B, int ldb, float beta,
                                            float* C, int ldc, GemmEpilogue epilogue, cudaStream_t stream) {
@@ -166,6 +173,6 @@ inline void gemm_double_buffered_with_tile(GemmBlockTile tile, Transpose op_a, T
 inline void gemm_double_buffered(Transpose op_a, Transpose op_b, int M, int N, int K, float alpha, const float* A,
                                  int lda, const float* B, int ldb, float beta, float* C, int ldc, GemmEpilogue epilogue,
                                  cudaStream_t stream) {
-    gemm_double_buffered_with_tile(choose_gemm_tile(M, N, gemm_sm_count()), op_a, op_b, M, N, K, alpha, A, lda, B, ldb,
-                                   beta, C, ldc, epilogue, stream);
+    gemm_double_buffered_with_tile(choose_gemm_plan(M, N, K, gemm_sm_count(), gemm_register_blocked_warps).tile, op_a,
+                                   op_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue, stream);
 }

@@ -23,9 +23,10 @@ enum class GemmVersion : int {
     register_blocked = 4,
     vectorized = 5,
     double_buffered = 6,
+    warp_tiled = 7,
 };
-inline constexpr int kGemmVersionCount = 6;
-inline constexpr GemmVersion kFastestGemm = GemmVersion::double_buffered;  // the top of the staircase
+inline constexpr int kGemmVersionCount = 7;
+inline constexpr GemmVersion kFastestGemm = GemmVersion::warp_tiled;  // the top of the staircase
 
 inline const char* gemm_version_name(GemmVersion version) {
     switch (version) {
@@ -41,6 +42,8 @@ inline const char* gemm_version_name(GemmVersion version) {
             return "vectorized";
         case GemmVersion::double_buffered:
             return "double_buffered";
+        case GemmVersion::warp_tiled:
+            return "warp_tiled";
     }
     return "unknown";
 }

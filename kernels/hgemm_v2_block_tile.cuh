@@ -19,8 +19,9 @@
 // costs:    two __syncthreads per 32 k, and while a tile is being copied in the tensor cores wait (step 3 overlaps
 //           the two); the 16-byte stores into rows of 32 k are 2-way bank-conflicted (8 lanes store 2 rows
 //           80 bytes apart); 17–20 KiB of shared memory at 128×128 (9–10 KiB at 64×64).
-// tiles:    128×128 (8 warps of 64×32), or 64×64 (4 warps of 32×32) when 128×128 tiles would number fewer than 128
-//           (gemm_tile_for in kernels/gemm_common.cuh: a batch-128 layer would otherwise fill 8 of 132 SMs).
+// tiles:    128×128 (8 warps of 64×32), or 64×64 (4 warps of 32×32) when 128×128 tiles would give the SMs fewer
+//           than 8 warps each (gemm_tile_for in kernels/gemm_common.cuh: a batch-128 layer would otherwise fill 8
+//           of 132 SMs).
 // fallback: a 16-byte copy needs 16-byte aligned rows: aligned pointers and leading dimensions that are multiples
 //           of 8 (hgemm_can_use_16_bytes). Otherwise, and at every matrix edge, the same chunk is copied one half at
 //           a time, zero-filled outside the matrix: any M, N, K, lda, ldb works. K-steps and mma tiles that lie
@@ -189,6 +190,6 @@ void hgemm_block_tile_with_tile(GemmTile tile, Transpose op_a, Transpose op_b, i
 template <typename OutT>
 void hgemm_block_tile(Transpose op_a, Transpose op_b, int M, int N, int K, float alpha, const __half* A, int lda,
                       const __half* B, int ldb, OutT* C, int ldc, HgemmEpilogue epilogue, cudaStream_t stream) {
-    hgemm_block_tile_with_tile(gemm_tile_for(M, N), op_a, op_b, M, N, K, alpha, A, lda, B, ldb, C, ldc, epilogue,
-                               stream);
+    hgemm_block_tile_with_tile(gemm_tile_for(M, N, gemm_sm_count()), op_a, op_b, M, N, K, alpha, A, lda, B, ldb, C,
+                               ldc, epilogue, stream);
 }

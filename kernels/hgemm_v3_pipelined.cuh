@@ -121,6 +121,6 @@ void hgemm_pipelined_with_tile(GemmTile tile, Transpose op_a, Transpose op_b, in
 template <typename OutT>
 void hgemm_pipelined(Transpose op_a, Transpose op_b, int M, int N, int K, float alpha, const __half* A, int lda,
                      const __half* B, int ldb, OutT* C, int ldc, HgemmEpilogue epilogue, cudaStream_t stream) {
-    hgemm_pipelined_with_tile(gemm_tile_for(M, N), op_a, op_b, M, N, K, alpha, A, lda, B, ldb, C, ldc, epilogue,
-                              stream);
+    hgemm_pipelined_with_tile(gemm_tile_for(M, N, gemm_sm_count()), op_a, op_b, M, N, K, alpha, A, lda, B, ldb, C,
+                              ldc, epilogue, stream);
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tests/gpu_check_test.sh — tools/gpu_check.sh's phases dry-run on the CPU backend (CI runs this after `make test`,
-# whose build/cpu tree the dry run reuses). Checks, for every phase: it passes, its output folder holds exactly
+# tests/gpu_check_test.sh — tools/gpu_check.sh's phases and --lease dry-run on the CPU backend (CI runs this after
+# `make test`, whose build/cpu tree the dry run reuses). Checks, for every phase: it passes, its output folder holds exactly
 # summary-PHASE.md and gpu-check-PHASE.tar.gz, the summary is complete and the archive holds the phase's files; the
 # report phase also from a returned archive (--from); and a phase stopped by its budget, or killed by a signal, still
 # leaves both files with a summary that says so.
@@ -85,9 +85,37 @@ rc=$?
 [ "$rc" -eq 3 ] || [ "$rc" -eq 124 ] || fail "signal: exit $rc, expected 3 (or timeout's 124)"
 expect_outputs "$scratch/signal" lessons "stopped at the budget .*signal"
 
+# --lease: one command under one deadline; at most 4 files (the summary, the archive, up to 2 charts), the
+# archive with the bench log, the tests' output, every lesson's JSON and --trace, the summary with each step's row.
+# The dry run's default deadline (4 x 510 s) fits the CPU backend's tiny sizes.
+run_phase lease 0 --dry-run --lease --out "$scratch/lease"
+lease_files=$(ls -A "$scratch/lease")
+(($(wc -l <<<"$lease_files") <= 4)) || fail "lease: more than 4 files in --out: $lease_files"
+for f in summary-lease.md gpu-check-lease.tar.gz; do
+    grep -qx "$f" <<<"$lease_files" || fail "lease: no $f in --out"
+done
+grep -v -e '^summary-lease.md$' -e '^gpu-check-lease.tar.gz$' <<<"$lease_files" | grep -qv '\.png$' &&
+    fail "lease: a file in --out that is neither the summary, the archive nor a chart: $lease_files"
+grep -Eq '^- result: \*\*passed' "$scratch/lease/summary-lease.md" || fail "lease: the summary does not say passed"
+lease_listing=$(tar -tzf "$scratch/lease/gpu-check-lease.tar.gz")
+for f in bench.txt tests.txt device.txt; do grep -q "$f$" <<<"$lease_listing" || fail "lease: the archive has no $f"; done
+grep -q '^| backend_bench' "$scratch/lease/summary-lease.md" && fail "lease: ran backend_bench (CPU-only)"
+if [ -n "$mnist" ]; then
+    grep -q 'lesson04_fast_kernels-trace.json$' <<<"$lease_listing" || fail "lease: no lesson --trace in the archive"
+    run_phase lease-report 0 --dry-run --phase report --from "$scratch/lease/gpu-check-lease.tar.gz" \
+        --out "$scratch/lease-report"
+    expect_outputs "$scratch/lease-report" report passed
+fi
+# A deadline too short: stopped (exit 3), the summary and the archive still there.
+run_phase lease-deadline 3 --dry-run --lease --deadline 1 --out "$scratch/lease-deadline"
+[ -f "$scratch/lease-deadline/summary-lease.md" ] && [ -f "$scratch/lease-deadline/gpu-check-lease.tar.gz" ] ||
+    fail "lease-deadline: the summary or the archive is missing"
+
 # Usage errors: one message, exit 2.
 run_phase usage 2 --phase nonsense
 run_phase usage-none 2 --dry-run
+run_phase usage-lease 2 --lease --phase bench
+run_phase usage-deadline 2 --phase bench --deadline 5
 
 if ((failures)); then
     echo "gpu_check_test: $failures check(s) failed"

@@ -385,12 +385,48 @@ TEST_CASE("counting build: each GEMM step's requests, sectors and wavefronts mat
     }
 }
 
+// Step 7 at its design point (the 128×128 tile: 4 warps of 64×64, 8×16 outputs per lane) against step 6 with the
+// same tile (8 warps, 8×8 per thread), at M = N = K = 128: one block each, 16 k-steps, 2,097,152 multiply-adds.
+TEST_CASE("counting build: warp tiling (step 7) reads shared memory 3/4 as often per multiply-add as step 6",
+          "[counters]") {
+    REQUIRE(access_counting_available());
+    constexpr int n = 128;
+    auto rng = test_support::rng_for_test();
+    DeviceBuffer<float> a(test_support::random_floats(rng, n * n)), b(test_support::random_floats(rng, n * n)), c(n * n);
+    const auto none = Transpose::no;
+    reset_access_counts();
+    gemm_warp_tiled_with_tile(GemmBlockTile::t128, none, none, n, n, n, 1.0f, a.get(), n, b.get(), n, 0.0f, c.get(), n,
+                              {}, nullptr);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    const KernelAccessCounts v7 = total_access_counts();
+    reset_access_counts();
+    gemm_double_buffered_with_tile(GemmBlockTile::t128, none, none, n, n, n, 1.0f, a.get(), n, b.get(), n, 0.0f,
+                                   c.get(), n, {}, nullptr);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    const KernelAccessCounts v6 = total_access_counts();
+    // Step 7, per warp and k-step (4 warps × 16 = 64): step 6's loads with 128 threads, i.e. 2 float4s of A (16
+    // rows × 32 bytes: 16 sectors each) and 2 of B (one 512-byte row: 16), stored as 2 × 4 transposed scalars (1
+    // wavefront each) and 2 float4s (4 each); per k, 2 + 4 float4 reads (a quarter-warp: 2 or 4 consecutive
+    // float4s, no conflict): 4 wavefronts each. Epilogue: 8 rows × 4 float4s per lane, 32 store instructions per
+    // warp, each 8 rows × 64 contiguous bytes (16 sectors).
+    const uint64_t warp_steps = 4 * 16;
+    require_counts(v7, {warp_steps * 4, warp_steps * 4 * 16, 4 * 32, 4 * 32 * 16, warp_steps * 8 * 6,
+                        warp_steps * 8 * 6 * 4, warp_steps * (2 * 4 + 2), warp_steps * (8 + 2 * 4)});
+    // Step 6 with the same tile: 8 warps, 4 float4 reads per k each (8 × 16 × 8 × 4 = 4096 requests).
+    CHECK(v6.shared_load.requests == 8 * 16 * 8 * 4);
+    CHECK(v6.shared_load.transactions == 8 * 16 * 8 * 4 * 4);
+    // Per multiply-add: 1/128 wavefronts (step 6), 3/512 (step 7).
+    CHECK(4 * v7.shared_load.transactions == 3 * v6.shared_load.transactions);
+    CHECK(v7.shared_load.replays() == 0);
+    CHECK(v7.shared_store.replays() == 0);
+}
+
 TEST_CASE("counting build: the transposed tile stores the comments call conflict-free are", "[counters]") {
     REQUIRE(access_counting_available());
     constexpr int n = 64;
     auto rng = test_support::rng_for_test();
     DeviceBuffer<float> a(test_support::random_floats(rng, n * n)), b(test_support::random_floats(rng, n * n)), c(n * n);
-    for (int version : {3, 5, 6}) {
+    for (int version : {3, 5, 6, 7}) {
         INFO("GEMM step " << version << ", A and B transposed");
         reset_access_counts();
         const auto t = Transpose::yes;
@@ -399,9 +435,12 @@ TEST_CASE("counting build: the transposed tile stores the comments call conflict
         else if (version == 5)
             gemm_vectorized_with_tile(GemmBlockTile::t64, t, t, n, n, n, 1.0f, a.get(), n, b.get(), n, 0.0f, c.get(),
                                       n, {}, nullptr);
-        else
+        else if (version == 6)
             gemm_double_buffered_with_tile(GemmBlockTile::t64, t, t, n, n, n, 1.0f, a.get(), n, b.get(), n, 0.0f,
                                            c.get(), n, {}, nullptr);
+        else
+            gemm_warp_tiled_with_tile(GemmBlockTile::t64, t, t, n, n, n, 1.0f, a.get(), n, b.get(), n, 0.0f, c.get(), n,
+                                      {}, nullptr);
         REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
         const KernelAccessCounts k = total_access_counts();
         REQUIRE(k.shared_store.requests > 0);

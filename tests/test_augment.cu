@@ -88,34 +88,50 @@ TEST_CASE("augment: the kernel's normalized pixels are the host's augment_image 
     const std::vector<uint8_t> dense = random_images(rng, dataset, true);
     for (const uint64_t seed : {uint64_t{1}, uint64_t{2}, uint64_t{0x9E3779B97F4A7C15}}) {
         for (const int rows : {1, 13, 128}) {
-            for (const bool dense_images : {false, true}) {
-                const std::vector<uint8_t>& set = dense_images ? dense : images;
-                const int epoch = 1 + int(seed % 5);
-                std::vector<uint32_t> samples(static_cast<size_t>(rows));
-                for (uint32_t& s : samples) s = uint32_t(rng() % dataset);
-                // The batch as the loader would gather it (originals), and the host's augmented batch.
-                std::vector<uint8_t> batch(size_t(rows) * kMnistPixels), augmented(batch.size());
-                for (int r = 0; r < rows; ++r)
-                    std::copy_n(set.data() + samples[size_t(r)] * kMnistPixels, kMnistPixels,
-                                batch.data() + size_t(r) * kMnistPixels);
-                augment_images(set.data(), samples.data(), size_t(rows), seed, epoch, augmented.data());
-                DeviceBuffer<uint8_t> d_pixels(batch);
-                DeviceBuffer<uint32_t> d_samples(samples);
-                DeviceBuffer<float> out(size_t(rows) * kMnistPixels + 1);  // poisoned (NaN), one guard element
-                augment_normalize(d_pixels.get(), d_samples.get(), rows, seed, epoch, out.get());
-                const std::vector<float> got = out.download();
-                INFO("seed " << seed << ", rows " << rows << (dense_images ? ", dense" : ", MNIST-like"));
-                size_t differ = 0, changed = 0;
-                for (size_t i = 0; i < augmented.size(); ++i) {
-                    const float want = normalize_pixel(augmented[i]);
-                    differ += std::memcmp(&got[i], &want, sizeof want) != 0;
-                    changed += augmented[i] != batch[i];
+            // misaligned: the batch 4 bytes and `out` 1 float past 16-byte alignment (the uchar4 loads and float
+            // stores); aligned: the uint4 loads and float4 stores.
+            for (const bool misaligned : {false, true}) {
+                for (const bool dense_images : {false, true}) {
+                    const std::vector<uint8_t>& set = dense_images ? dense : images;
+                    const int epoch = 1 + int(seed % 5);
+                    std::vector<uint32_t> samples(static_cast<size_t>(rows));
+                    for (uint32_t& s : samples) s = uint32_t(rng() % dataset);
+                    // The batch as the loader would gather it (originals), and the host's augmented batch.
+                    std::vector<uint8_t> batch(size_t(rows) * kMnistPixels), augmented(batch.size());
+                    for (int r = 0; r < rows; ++r)
+                        std::copy_n(set.data() + samples[size_t(r)] * kMnistPixels, kMnistPixels,
+                                    batch.data() + size_t(r) * kMnistPixels);
+                    augment_images(set.data(), samples.data(), size_t(rows), seed, epoch, augmented.data());
+                    const size_t shift = misaligned ? 1 : 0;
+                    std::vector<uint8_t> staged(4 * shift, 0);
+                    staged.insert(staged.end(), batch.begin(), batch.end());
+                    DeviceBuffer<uint8_t> d_pixels(staged);
+                    DeviceBuffer<uint32_t> d_samples(samples);
+                    // poisoned (NaN), one guard element (and one in front when misaligned)
+                    DeviceBuffer<float> out(shift + size_t(rows) * kMnistPixels + 1);
+                    augment_normalize(d_pixels.get() + 4 * shift, d_samples.get(), rows, seed, epoch,
+                                      out.get() + shift);
+                    std::vector<float> got = out.download();
+                    if (shift != 0) {
+                        uint32_t front;
+                        std::memcpy(&front, &got.front(), sizeof front);
+                        CHECK(front == 0xFFFFFFFFu);  // nothing written before the batch
+                        got.erase(got.begin());
+                    }
+                    INFO("seed " << seed << ", rows " << rows << (dense_images ? ", dense" : ", MNIST-like")
+                                 << (misaligned ? ", misaligned" : ""));
+                    size_t differ = 0, changed = 0;
+                    for (size_t i = 0; i < augmented.size(); ++i) {
+                        const float want = normalize_pixel(augmented[i]);
+                        differ += std::memcmp(&got[i], &want, sizeof want) != 0;
+                        changed += augmented[i] != batch[i];
+                    }
+                    CHECK(differ == 0);
+                    CHECK(changed > augmented.size() / 50);  // the transform did something
+                    uint32_t guard;
+                    std::memcpy(&guard, &got.back(), sizeof guard);
+                    CHECK(guard == 0xFFFFFFFFu);  // nothing written past the batch
                 }
-                CHECK(differ == 0);
-                CHECK(changed > augmented.size() / 50);  // the transform did something
-                uint32_t guard;
-                std::memcpy(&guard, &got.back(), sizeof guard);
-                CHECK(guard == 0xFFFFFFFFu);  // nothing written past the batch
             }
         }
     }

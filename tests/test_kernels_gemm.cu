@@ -1,11 +1,11 @@
 // tests/test_kernels_gemm.cu — every GEMM step, every transpose combination, against the float64 reference.
 //
 // Sizes: 1×1×1, K = 0, primes, sizes one off every tile edge of every step (8: steps 1–2's block rows and steps
-// 4–6's BK; 32: steps 1–3's tiles; 64 and 128: steps 4–6's block tiles), the MLP's first layer (784 → 1024) and its
-// 10-wide output layer at batch 97. Padded leading dimensions and misaligned pointers exercise steps 5–6's
+// 4–7's BK; 32: steps 1–3's tiles; 64 and 128: steps 4–7's block tiles), the MLP's first layer (784 → 1024) and its
+// 10-wide output layer at batch 97. Padded leading dimensions and misaligned pointers exercise steps 5–7's
 // element-wise fallback; aligned ones their float4 path. Input padding holds NaN (a kernel that reads it fails),
 // output padding must come back untouched, and the output starts as NaN (a kernel that skips an element fails).
-// Steps 4–6 are forced through every block tile (16, 32, 64, 128) and must agree bit for bit; the tile a GPU with
+// Steps 4–7 are forced through every block tile (16, 32, 64, 128) and must agree bit for bit; the tile a GPU with
 // 132 SMs would choose is checked at the lessons' shapes.
 #include "tests/test_support.h"  // first: Catch2 pulls in <memory> before the backend's macros
 
@@ -64,15 +64,16 @@ constexpr GemmBlockTile kBlockTiles[4] = {GemmBlockTile::t16, GemmBlockTile::t32
                                           GemmBlockTile::t128};
 constexpr GemmBlockTile kSmallTiles[2] = {GemmBlockTile::t16, GemmBlockTile::t32};
 
-// Steps 4–6 with the given block tiles: runs that must all give the same bits.
+// Steps 4–7 with the given block tiles: runs that must all give the same bits.
 struct TiledRun {
     std::string name;
     GemmRun run;
 };
-std::vector<TiledRun> steps_4_to_6_with_tiles(std::initializer_list<GemmBlockTile> tiles) {
-    const std::pair<const char*, WithTile> steps[3] = {{"register_blocked", gemm_register_blocked_with_tile},
+std::vector<TiledRun> steps_4_to_7_with_tiles(std::initializer_list<GemmBlockTile> tiles) {
+    const std::pair<const char*, WithTile> steps[4] = {{"register_blocked", gemm_register_blocked_with_tile},
                                                        {"vectorized", gemm_vectorized_with_tile},
-                                                       {"double_buffered", gemm_double_buffered_with_tile}};
+                                                       {"double_buffered", gemm_double_buffered_with_tile},
+                                                       {"warp_tiled", gemm_warp_tiled_with_tile}};
     std::vector<TiledRun> runs;
     for (const auto& [name, with_tile] : steps) {
         for (GemmBlockTile tile : tiles)
@@ -251,6 +252,7 @@ GEMM_STEP_TESTS(smem_tiled, "smem_tiled (step 3)")
 GEMM_STEP_TESTS(register_blocked, "register_blocked (step 4)")
 GEMM_STEP_TESTS(vectorized, "vectorized (step 5)")
 GEMM_STEP_TESTS(double_buffered, "double_buffered (step 6)")
+GEMM_STEP_TESTS(warp_tiled, "warp_tiled (step 7)")
 
 GEMM_MLP_SHAPE_TESTS(naive, "naive (step 1)")
 GEMM_MLP_SHAPE_TESTS(coalesced, "coalesced (step 2)")
@@ -258,12 +260,13 @@ GEMM_MLP_SHAPE_TESTS(smem_tiled, "smem_tiled (step 3)")
 GEMM_MLP_SHAPE_TESTS(register_blocked, "register_blocked (step 4)")
 GEMM_MLP_SHAPE_TESTS(vectorized, "vectorized (step 5)")
 GEMM_MLP_SHAPE_TESTS(double_buffered, "double_buffered (step 6)")
+GEMM_MLP_SHAPE_TESTS(warp_tiled, "warp_tiled (step 7)")
 
-// Steps 4–6 claim the same bits for every block tile and for each other (one fmaf per k, ascending, the same
-// epilogue): force each tile of each step on the same inputs, check every result against the reference (so twelve
+// Steps 4–7 claim the same bits for every block tile and for each other (one fmaf per k, ascending, the same
+// epilogue): force each tile of each step on the same inputs, check every result against the reference (so sixteen
 // identically wrong results cannot pass) and compare them bit for bit. Sizes around the 16, 32, 64 and 128 tile
 // edges; aligned leading dimensions (the float4 path) and padded or offset ones (the element-wise fallback).
-TEST_CASE("gemm steps 4 to 6 agree bit for bit with every block tile at tile edges", "[kernels][gemm]") {
+TEST_CASE("gemm steps 4 to 7 agree bit for bit with every block tile at tile edges", "[kernels][gemm]") {
     REQUIRE_DEVICE();
     auto rng = test_support::rng_for_test();
     const GemmCase cases[] = {
@@ -283,7 +286,7 @@ TEST_CASE("gemm steps 4 to 6 agree bit for bit with every block tile at tile edg
                 const GemmProblem p = make_problem(rng, ta, tb, c);
                 std::vector<float> first;
                 for (const TiledRun& r :
-                     steps_4_to_6_with_tiles({kBlockTiles[0], kBlockTiles[1], kBlockTiles[2], kBlockTiles[3]})) {
+                     steps_4_to_7_with_tiles({kBlockTiles[0], kBlockTiles[1], kBlockTiles[2], kBlockTiles[3]})) {
                     const std::vector<float> got = run_and_check(p, r.run, r.name);
                     if (first.empty()) first = got;
                     INFO(r.name << " against register_blocked 16, " << describe(p));
@@ -297,7 +300,7 @@ TEST_CASE("gemm steps 4 to 6 agree bit for bit with every block tile at tile edg
 // The small tiles (16×16: 2×2 outputs per thread, half the threads idle while loading; 32×32: 4×4) of each step
 // against the float64 reference at awkward sizes, every transpose combination, each run twice on the same inputs:
 // the second must give the first one's bits (no atomics, a fixed order: reproducible run to run).
-TEST_CASE("gemm steps 4 to 6 with 16x16 and 32x32 tiles match the reference at awkward sizes, run to run bitwise",
+TEST_CASE("gemm steps 4 to 7 with 16x16 and 32x32 tiles match the reference at awkward sizes, run to run bitwise",
           "[kernels][gemm]") {
     REQUIRE_DEVICE();
     auto rng = test_support::rng_for_test();
@@ -318,7 +321,7 @@ TEST_CASE("gemm steps 4 to 6 with 16x16 and 32x32 tiles match the reference at a
         for (Transpose ta : kTransposes) {
             for (Transpose tb : kTransposes) {
                 const GemmProblem p = make_problem(rng, ta, tb, c);
-                for (const TiledRun& r : steps_4_to_6_with_tiles({kSmallTiles[0], kSmallTiles[1]})) {
+                for (const TiledRun& r : steps_4_to_7_with_tiles({kSmallTiles[0], kSmallTiles[1]})) {
                     const std::vector<float> first = run_and_check(p, r.run, r.name);
                     const std::vector<float> again = run_and_check(p, r.run, r.name + ", again");
                     INFO(r.name << " run twice, " << describe(p));
@@ -329,10 +332,10 @@ TEST_CASE("gemm steps 4 to 6 with 16x16 and 32x32 tiles match the reference at a
     }
 }
 
-// The lessons' three GEMMs of the 784 → 1024 layer at batch 128 through step 6 (their default) with the tile an
-// H100/H200 (132 SMs) chooses (16×16, 16×16, 32×32: not what the CPU backend's 1 "SM" chooses), against the
-// reference and bit for bit against the 128×128 tile: the small-batch path keeps the lessons' weights unchanged.
-TEST_CASE("gemm step 6 with the tile a 132-SM GPU chooses gives the big tile's bits at the lessons' shapes",
+// The lessons' three GEMMs of the 784 → 1024 layer at batch 128 through steps 6 and 7 (7: their default) with the
+// tile an H100/H200 (132 SMs) chooses (32×32 for all three: not what the CPU backend's 1 "SM" chooses), against the
+// reference and bit for bit against the 128×128 tile: the tile a GPU picks does not change the lessons' weights.
+TEST_CASE("gemm steps 6 and 7 with the tile a 132-SM GPU chooses give the big tile's bits at the lessons' shapes",
           "[kernels][gemm][mlp_shapes]") {
     REQUIRE_DEVICE();
     auto rng = test_support::rng_for_test();
@@ -346,14 +349,17 @@ TEST_CASE("gemm step 6 with the tile a 132-SM GPU chooses gives the big tile's b
     };
     for (const auto& g : layer_gemms) {
         const GemmProblem p = make_problem(rng, g.ta, g.tb, g.c);
-        const GemmBlockTile tile = choose_gemm_tile(g.c.M, g.c.N, 132);
+        const GemmBlockTile tile = choose_gemm_plan(g.c.M, g.c.N, g.c.K, 132, gemm_register_blocked_warps).tile;
         CHECK(static_cast<int>(tile) < 128);
         const std::vector<float> small = run_and_check(p, run_with_tile(gemm_double_buffered_with_tile, tile),
                                                        "double_buffered " + std::to_string(static_cast<int>(tile)));
         const std::vector<float> big =
             run_and_check(p, run_with_tile(gemm_double_buffered_with_tile, GemmBlockTile::t128), "double_buffered 128");
+        const std::vector<float> warp_tiled = run_and_check(p, run_with_tile(gemm_warp_tiled_with_tile, tile),
+                                                            "warp_tiled " + std::to_string(static_cast<int>(tile)));
         INFO(describe(p));
         REQUIRE(std::memcmp(small.data(), big.data(), small.size() * sizeof(float)) == 0);
+        REQUIRE(std::memcmp(warp_tiled.data(), big.data(), warp_tiled.size() * sizeof(float)) == 0);
     }
 }
 
@@ -373,48 +379,101 @@ TEST_CASE("gemm steps 1 and 2 give bitwise identical results", "[kernels][gemm]"
     }
 }
 
-// The automatic tile choice (host only): the biggest tile with ≥ 2 blocks per SM, else the smallest. With 132 SMs
-// (H100 SXM, H200) the lessons' batch-128 layers must launch ≥ 264 blocks: K does not enter the choice (no split-K),
-// so 128 × 1024 × 784 and × 1024 are the same 128 × 1024 output.
-TEST_CASE("gemm steps 4 to 6 choose the biggest tile that gives every SM 2 blocks", "[kernels][gemm]") {
+// The plan (host only). Split-K depends on the shape alone: M ≤ 128 and K > 128 give ceil(K / 128) slices (at most
+// 16) of a whole number of 8-term k-steps, none empty. The tile: the biggest whose grid, slices included, gives every
+// SM kWantedWarpsPerSm warps, else the smallest.
+TEST_CASE("gemm steps 4 to 7 split K for small M and choose the biggest tile that gives every SM 8 warps",
+          "[kernels][gemm]") {
     constexpr int kH200 = 132;
-    const auto blocks = [](int M, int N, int sm_count) {
-        return gemm_block_count(choose_gemm_tile(M, N, sm_count), M, N);
-    };
-    // The lessons' shapes at batch 128: forward and input gradient of the hidden layers (128 × 1024, 128 × 784),
-    // their weight gradients (784 × 1024, 1024 × 1024), and the output layer (128 × 10, its gradients 1024 × 10).
-    CHECK(choose_gemm_tile(128, 1024, kH200) == GemmBlockTile::t16);  // 512 blocks (32×32: 128, too few)
-    CHECK(blocks(128, 1024, kH200) >= 2 * kH200);
-    CHECK(choose_gemm_tile(128, 784, kH200) == GemmBlockTile::t16);  // 392 blocks
-    CHECK(blocks(128, 784, kH200) >= 2 * kH200);
-    CHECK(choose_gemm_tile(784, 1024, kH200) == GemmBlockTile::t32);   // 800 (64×64: 208, too few)
-    CHECK(choose_gemm_tile(1024, 1024, kH200) == GemmBlockTile::t32);  // 1024 (64×64: 256, too few)
-    // 128 × 10 cannot fill 264 blocks with any tile (1280 outputs): the smallest tile gives the most, 8.
-    CHECK(choose_gemm_tile(128, 10, kH200) == GemmBlockTile::t16);
-    CHECK(blocks(128, 10, kH200) == 8);
-    CHECK(choose_gemm_tile(1024, 10, kH200) == GemmBlockTile::t16);  // 64
-    // Large outputs keep the big tile (the most reuse per load).
-    CHECK(choose_gemm_tile(4096, 4096, kH200) == GemmBlockTile::t128);  // 1024 blocks
-    CHECK(choose_gemm_tile(2304, 2048, kH200) == GemmBlockTile::t128);  // 18 × 16 = 288
-    CHECK(choose_gemm_tile(2048, 2048, kH200) == GemmBlockTile::t64);   // 256 < 264: 64×64 gives 1024
-    CHECK(choose_gemm_tile(1409, 1297, kH200) == GemmBlockTile::t64);   // 12 × 11 = 132 < 264; 64×64: 483
-    // The CPU backend reports its worker count (1 by default): 2 blocks of 128×128 suffice there.
-    CHECK(choose_gemm_tile(128, 1024, 1) == GemmBlockTile::t128);
-    CHECK(choose_gemm_tile(128, 128, 1) == GemmBlockTile::t64);
-    CHECK(choose_gemm_tile(128, 1024, 0) == GemmBlockTile::t128);  // an unknown count counts as 1
-    // The rule itself, over a spread of shapes and SM counts: the chosen tile fills 2 blocks per SM unless none can,
-    // and the next bigger tile would not.
-    for (int sm_count : {1, 8, 46, 108, 132, 148}) {
-        for (int M : {1, 10, 97, 128, 784, 1000, 4096, 60000}) {
-            for (int N : {1, 10, 128, 784, 1024, 4096}) {
-                INFO("M=" << M << " N=" << N << " SMs=" << sm_count);
-                const GemmBlockTile tile = choose_gemm_tile(M, N, sm_count);
-                const bool fills = gemm_block_count(tile, M, N) >= 2LL * sm_count;
-                CHECK((fills || tile == GemmBlockTile::t16));
-                if (tile != GemmBlockTile::t128) {
-                    const auto bigger = static_cast<GemmBlockTile>(2 * static_cast<int>(tile));
-                    CHECK(gemm_block_count(bigger, M, N) < 2LL * sm_count);
+    CHECK(gemm_split_k(128, 784).splits == 7);  // the lessons' forward at batch 128: 7 slices of 112 terms
+    CHECK(gemm_split_k(128, 784).k_slice == 112);
+    CHECK(gemm_split_k(128, 1024).splits == 8);  // the input gradient of the 784 → 1024 layer
+    CHECK(gemm_split_k(128, 10).splits == 1);    // the input gradient of the output layer (K = 10)
+    CHECK(gemm_split_k(784, 128).splits == 1);   // weight gradients: M is the layer's width
+    CHECK(gemm_split_k(129, 784).splits == 1);
+    CHECK(gemm_split_k(128, 128).splits == 1);
+    CHECK(gemm_split_k(1, 1000000).splits == 16);
+    for (int M : {1, 10, 97, 128}) {
+        for (int K : {129, 130, 136, 200, 784, 1000, 1024, 2047, 4097, 100003}) {
+            INFO("M=" << M << " K=" << K);
+            const GemmSplitK split = gemm_split_k(M, K);
+            CHECK(split.splits >= 2);
+            CHECK(split.splits <= kSplitKMaxSplits);
+            CHECK(split.k_slice % 8 == 0);
+            CHECK(static_cast<long long>(split.splits - 1) * split.k_slice < K);  // the last slice is not empty
+            CHECK(static_cast<long long>(split.splits) * split.k_slice >= K);
+        }
+    }
+    // The lessons' shapes on an H200. Forward 128 × 1024 × 784: 7 slices; 64×64 tiles would be 32 · 7 blocks, 896
+    // warps of step 7 (6.8 per SM), so 32×32: 128 · 7 blocks, 3584 warps (27 per SM), 14 k-steps each.
+    const GemmPlan forward = choose_gemm_plan(128, 1024, 784, kH200, gemm_warp_tiled_warps);
+    CHECK(forward.tile == GemmBlockTile::t32);
+    CHECK(forward.split.splits == 7);
+    CHECK(choose_gemm_plan(128, 1024, 784, kH200, gemm_register_blocked_warps).tile == GemmBlockTile::t32);
+    // The weight gradient 784 × 1024 × 128 is not split; 32×32 tiles: 800 blocks (64×64: 208 × 2 warps, too few).
+    CHECK(choose_gemm_plan(784, 1024, 128, kH200, gemm_register_blocked_warps).tile == GemmBlockTile::t32);
+    CHECK(choose_gemm_plan(784, 1024, 128, kH200, gemm_warp_tiled_warps).tile == GemmBlockTile::t32);  // 64: 832
+    // The output layer 128 × 10 × 1024: 8 slices, and still no tile fills 1056 warps (16×16: 8 · 8 blocks).
+    CHECK(choose_gemm_plan(128, 10, 1024, kH200, gemm_warp_tiled_warps).tile == GemmBlockTile::t16);
+    // Large outputs keep the big tile (the most reuse per load): 4096² is 1024 blocks of 128×128.
+    CHECK(choose_gemm_plan(4096, 4096, 4096, kH200, gemm_warp_tiled_warps).tile == GemmBlockTile::t128);
+    CHECK(choose_gemm_plan(4096, 4096, 4096, kH200, gemm_register_blocked_warps).tile == GemmBlockTile::t128);
+    // The CPU backend reports its worker count (1 by default): 8 warps are 2 blocks of step 7 there.
+    CHECK(choose_gemm_plan(128, 1024, 784, 1, gemm_warp_tiled_warps).tile == GemmBlockTile::t128);
+    CHECK(choose_gemm_plan(128, 1024, 784, 0, gemm_warp_tiled_warps).tile == GemmBlockTile::t128);  // unknown: 1
+    // The rule itself, over a spread of shapes and SM counts: the chosen tile gives every SM 8 warps unless none
+    // can, and the next bigger tile would not.
+    for (const auto warps : {gemm_register_blocked_warps, gemm_warp_tiled_warps}) {
+        for (int sm_count : {1, 8, 46, 108, 132, 148}) {
+            for (int M : {1, 10, 97, 128, 784, 1000, 4096, 60000}) {
+                for (int N : {1, 10, 128, 784, 1024, 4096}) {
+                    for (int K : {10, 128, 784}) {
+                        INFO("M=" << M << " N=" << N << " K=" << K << " SMs=" << sm_count);
+                        const GemmPlan plan = choose_gemm_plan(M, N, K, sm_count, warps);
+                        const long long wanted = 8LL * sm_count;
+                        CHECK((gemm_warp_count(plan.tile, M, N, plan.split.splits, warps) >= wanted ||
+                               plan.tile == GemmBlockTile::t16));
+                        if (plan.tile != GemmBlockTile::t128) {
+                            const auto bigger = static_cast<GemmBlockTile>(2 * static_cast<int>(plan.tile));
+                            CHECK(gemm_warp_count(bigger, M, N, plan.split.splits, warps) < wanted);
+                        }
+                    }
                 }
+            }
+        }
+    }
+}
+
+// Split-K's sums: the slices added in a fixed order, so the result is the same bits run after run, with every tile
+// and in every step 4–7 (they split alike: the split is the shape's), and within the float64 reference's tolerance;
+// not the unsplit sum's bits (step 3 does not split), only close to them. Shapes with M ≤ 128 and K > 128: the
+// lessons' batch, a partial batch, primes, leading dimensions that are not multiples of 4, a misaligned view.
+TEST_CASE("gemm split-K (M <= 128) is bitwise reproducible and the same in steps 4 to 7 and every tile",
+          "[kernels][gemm]") {
+    REQUIRE_DEVICE();
+    auto rng = test_support::rng_for_test();
+    const GemmCase cases[] = {
+        {128, 136, 784, 0, 0, 1.0f, 0.0f, true, true},  // 7 slices of 112
+        {97, 67, 1001, 0, 0, 0.75f, 0.5f, true, true},  // 8 slices of 128, the last 105; odd ld: element-wise
+        {13, 130, 257, 1, 1, 2.0f, 1.0f, false, true},  // 3 slices of 88, the last 81; misaligned
+        {1, 5, 300, 3, 0, 1.0f, -1.0f, true, false},    // 3 slices of 104, the last 92; padded to multiples of 4
+    };
+    for (const GemmCase& c : cases) {
+        for (Transpose ta : kTransposes) {
+            for (Transpose tb : kTransposes) {
+                const GemmProblem p = make_problem(rng, ta, tb, c);
+                CHECK(gemm_split_k(c.M, c.K).splits > 1);
+                std::vector<float> first;
+                for (const TiledRun& r :
+                     steps_4_to_7_with_tiles({kBlockTiles[0], kBlockTiles[1], kBlockTiles[2], kBlockTiles[3]})) {
+                    const std::vector<float> got = run_and_check(p, r.run, r.name);
+                    if (first.empty()) first = got;
+                    INFO(r.name << " against register_blocked 16, " << describe(p));
+                    REQUIRE(std::memcmp(got.data(), first.data(), got.size() * sizeof(float)) == 0);
+                }
+                const std::vector<float> again = run_and_check(p, run_version(kFastestGemm), "top step, again");
+                REQUIRE(std::memcmp(again.data(), first.data(), again.size() * sizeof(float)) == 0);
+                run_and_check(p, run_version(GemmVersion::smem_tiled), "smem_tiled (unsplit)");
             }
         }
     }
@@ -478,7 +537,7 @@ TEST_CASE("gemm rejects bad leading dimensions and sizes and pointers and grids 
         const std::string too_big = message_of(
             [&] { gemm(v, Transpose::no, Transpose::no, 100000, 1, 100000, 1.0f, p, 100000, p, 1, 0.0f, p, 1); });
         CHECK(too_big.find("int index") != std::string::npos);
-        // Too many blocks along grid.y: N's blocks of 8 for step 1, M's for the others (steps 4–6: 128 rows each).
+        // Too many blocks along grid.y: N's blocks of 8 for step 1, M's for the others (steps 4–7: 128 rows each).
         const int rows = v == GemmVersion::naive ? 600001 : 10000000;
         const std::string grid = message_of([&] {
             if (v == GemmVersion::naive) {

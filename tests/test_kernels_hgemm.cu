@@ -497,3 +497,15 @@ TEST_CASE("hgemm rejects bad leading dimensions and sizes and pointers and grids
         hgemm(v, no, no, 0, 5, 6, 1.0f, nullptr, 6, nullptr, 5, static_cast<__half*>(nullptr), 5);
     }
 }
+
+// The fp16 tile (host only): 128×128 (8 warps) when its grid gives every SM 8 warps, else 64×64 (no split-K).
+TEST_CASE("hgemm steps 2 and 3 take the 128x128 tile only when it gives every SM 8 warps", "[kernels][hgemm]") {
+    constexpr int kH200 = 132;
+    CHECK(gemm_tile_for(128, 1024, kH200) == GemmTile::t64);    // 8 tiles of 128×128: 64 warps for 1056
+    CHECK(gemm_tile_for(4096, 4096, kH200) == GemmTile::t128);  // 1024 tiles: 8192 warps
+    CHECK(gemm_tile_for(1536, 1408, kH200) == GemmTile::t128);  // 12 × 11 = 132 tiles: exactly 8 warps per SM
+    CHECK(gemm_tile_for(1536, 1280, kH200) == GemmTile::t64);   // 120 tiles
+    CHECK(gemm_tile_for(128, 1024, 1) == GemmTile::t128);       // the CPU backend's one worker
+    CHECK(gemm_tile_for(128, 1024, 0) == GemmTile::t128);       // an unknown count counts as 1
+    CHECK(gemm_tile_for(1, 1, 1) == GemmTile::t128);            // 1 tile of 8 warps: enough for 1 SM
+}

@@ -118,7 +118,7 @@ TEST_CASE("gemm: every step takes every residue 1-7 (mod 8) of M N K with 16-byt
                   int ldb, float beta, float* C, int ldc,
                   GemmEpilogue epilogue) { gemm(v, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue); });
     }
-    // Steps 4–6 pick their block tile by the output's size and the SM count (choose_gemm_tile): every tile too.
+    // Steps 4–7 pick their block tile by the output's size and the SM count (choose_gemm_plan): every tile too.
     const struct {
         const char* name;
         WithTile with_tile;

@@ -20,7 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lessons/lesson.h"  // kCpuTrainImages, training_step_gemm_flops
+#include "kernels/gemm_version.h"  // kGemmVersionCount (host-only)
+#include "lessons/lesson.h"           // kCpuTrainImages, training_step_gemm_flops
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -171,7 +172,7 @@ TEST_CASE("lessons: 04 with every GEMM step follows lesson 03, and one step twic
     const Run simple = run(scratch, "lessons/lesson03_pinned_async", data + kQuick, "03");
     REQUIRE(simple.exit_code == 0);
     const double want = simple.report["epochs"][1]["train_loss"];
-    for (int v = 1; v <= 6; ++v) {
+    for (int v = 1; v <= kGemmVersionCount; ++v) {
         char name[8];
         std::snprintf(name, sizeof name, "v%d", v);  // (not "v" + to_string: g++ 12 warns -Wrestrict on that)
         const std::string step = name;
@@ -193,7 +194,9 @@ TEST_CASE("lessons: 04 with every GEMM step follows lesson 03, and one step twic
     const Run again = run(scratch, "lessons/lesson04_fast_kernels", data + kQuick + " --gemm v6", "v6_again");
     const Run first = run(scratch, "lessons/lesson04_fast_kernels", data + kQuick + " --gemm v6", "v6_first");
     CHECK(again.report["results"]["weights_checksum"] == first.report["results"]["weights_checksum"]);
-    const Run bad = run(scratch, "lessons/lesson04_fast_kernels", data + " --gemm v7", "bad_gemm");
+    char past_the_top[32];  // a step past the top
+    std::snprintf(past_the_top, sizeof past_the_top, " --gemm v%d", kGemmVersionCount + 1);
+    const Run bad = run(scratch, "lessons/lesson04_fast_kernels", data + past_the_top, "bad_gemm");
     CHECK(bad.exit_code == 2);
 }
 

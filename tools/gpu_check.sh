@@ -22,7 +22,18 @@
 # On the device tool (10 minutes a command) that is two calls: `--phase build-test --phase bench`, then
 # `--phase lessons`. `--phase all` runs build-test, bench and lessons in order, each in its own budget.
 #
+# --lease [--deadline S]: ONE command for a lent GPU (15 minutes in all, machine start included, 10 a command): one
+#   global deadline (default 510 s = 8.5 min) for everything, the most valuable measurements first, each step
+#   given only what is left, and at most 4 files in --out, each rewritten as it goes: summary-lease.md,
+#   gpu-check-lease.tar.gz, and up to 2 charts. In order: configure for the visible GPU's architecture only (CMake
+#   asks nvidia-smi) and build bench; bench --quick (GEMM steps 1-7 and the HGEMM steps at the lessons' shapes and
+#   4096^3 beside cuBLAS, the memory-bound kernels beside a copy); Nsight Compute on bench --once (only the metrics
+#   `ncu --query-metrics` lists); the GPU test subset (kernels, streams, lessons 01-04 end to end: lease_tests);
+#   the lessons at GPU sizes with --trace (01-06, 08, then 07's sweep), their comparison and charts. Nothing
+#   CPU-only runs (no backend_bench, no whole suite). See tools/README.md.
+#
 #   tools/gpu_check.sh --phase P [--phase P ...] [--deps DIR] [--out DIR] [--budget S]
+#   tools/gpu_check.sh --lease [--deadline S] [--deps DIR] [--out DIR]
 #   tools/gpu_check.sh --phase report --from gpu-check-lessons.tar.gz [--out DIR]
 #   tools/gpu_check.sh --prepare DIR        (Debian, as root) gather what a bare GPU machine lacks into DIR
 #   tools/gpu_check.sh --dry-run --phase P  the same phase on the CPU backend with tiny sizes (CI runs every phase)
@@ -52,12 +63,13 @@
 # was stopped at its budget (and nothing failed before), 2 a usage error.
 set -uo pipefail
 
-declare -A phase_budget=([build-test]=300 [bench]=180 [lessons]=300 [report]=60)
+declare -A phase_budget=([build-test]=300 [bench]=180 [lessons]=300 [report]=60 [lease]=510)
 all_phases=(build-test bench lessons)
 
 usage() {
     cat << EOF
 usage: $0 --phase PHASE [--phase PHASE ...] [--deps DIR] [--out DIR] [--budget SECONDS] [--dry-run]
+       $0 --lease [--deadline SECONDS] [--deps DIR] [--out DIR] [--dry-run]
        $0 --phase report --from ARCHIVE [--out DIR]
        $0 --prepare DIR
 Runs the GPU checks in phases, each within a time budget, each leaving exactly summary-PHASE.md and
@@ -67,6 +79,9 @@ gpu-check-PHASE.tar.gz in the output folder (written as it goes, completed on ex
                   lessons (${phase_budget[lessons]} s): every lesson, 1 epoch of full MNIST, --json; comparison; charts
                   report (${phase_budget[report]} s): comparison and charts from the lessons phase's JSON
                   all: build-test, bench, lessons (each in its own budget)
+  --lease         one command for a lent GPU: the most valuable measurements first under one deadline, at most 4
+                  files in the output folder (summary-lease.md, gpu-check-lease.tar.gz, 2 charts)
+  --deadline S    --lease's global deadline in seconds (default ${phase_budget[lease]}: 8.5 minutes)
   --deps DIR      build against a folder made by --prepare (a bare GPU machine: no Catch2, zlib headers, MNIST)
   --out DIR       the output folder (default \$OUT when set, else build/gpu-check-out)
   --budget S      every phase's budget in seconds, instead of the defaults above
@@ -94,6 +109,7 @@ out_arg=""
 from_archive=""
 budget_override=""
 dry_run=0
+deadline_given=0
 phases=()
 original_args=("$@")
 while (($#)); do
@@ -115,6 +131,10 @@ while (($#)); do
             esac
             shift 2 ;;
         --dry-run) dry_run=1; shift ;;
+        --lease) phases+=(lease); shift ;;
+        --deadline)
+            (($# >= 2)) && [[ $2 =~ ^[1-9][0-9]*$ ]] || die_usage "--deadline needs a whole number of seconds"
+            phase_budget[lease]=$2; deadline_given=1; shift 2 ;;
         *) die_usage "unknown argument '$1'" ;;
     esac
 done
@@ -123,8 +143,10 @@ if [ -n "$prepare_dir" ]; then
         die_usage "--prepare DIR takes no other option"
     fi
 elif ((${#phases[@]} == 0)); then
-    die_usage "say which phase: --phase build-test|bench|lessons|report|all"
+    die_usage "say which phase: --phase build-test|bench|lessons|report|all, or --lease"
 fi
+if [[ " ${phases[*]} " == *" lease "* ]] && ((${#phases[@]} > 1)); then die_usage "--lease runs alone (no --phase)"; fi
+if ((deadline_given)) && [[ " ${phases[*]} " != *" lease "* ]]; then die_usage "--deadline goes with --lease"; fi
 if [ -n "$from_archive" ] && [ "${phases[*]}" != report ]; then die_usage "--from goes with --phase report alone"; fi
 
 cd "$(dirname "$0")/.." || exit 1
@@ -400,7 +422,10 @@ begin_phase() {
     phase_start=$(now)
     budget=${budget_override:-${phase_budget[$phase]}}
     # The dry run emulates every kernel on the CPU (and CI's 2 cores may be busy): 4x the GPU budget, unless given.
-    if ((dry_run)) && [ -z "$budget_override" ]; then budget=$((4 * budget)); fi
+    # (--lease with --deadline: that deadline, dry run or not.)
+    if ((dry_run)) && [ -z "$budget_override" ] && ! { [ "$phase" = lease ] && ((deadline_given)); }; then
+        budget=$((4 * budget))
+    fi
     phase_status=0
     phase_note=""
     rows=()
@@ -518,7 +543,7 @@ phase_lessons() {
 # The table `make run` ends with, and make report's charts (into WORK/report/), from the lessons' JSON.
 compare_and_draw() {
     step compare compare.txt python3 tools/compare_lessons.py "$@"
-    extras=("comparison|compare.txt")
+    extras+=("comparison|compare.txt")
     if [ -n "$python" ]; then
         step report report.txt "$python" tools/report.py "$@" --out "$work/report" \
             --command "tools/gpu_check.sh ${original_args[*]}"
@@ -545,6 +570,96 @@ phase_report() {
     compare_and_draw "${reports[@]}"
 }
 
+# ---- lease: one command, one deadline, the most valuable measurements first (the header says which and why)
+# The GPU test subset: every kernel's tests, the streams' (async), lessons 01-04 end to end. The whole suite's other
+# tests are the CPU's business (CI runs them); the dry run takes its quick pipeline subset instead.
+lease_tests='^(gemm|hgemm|bias_grad|bias_add|relu|normalize_pixels|gather_rows|accumulate_loss|softmax_cross_entropy|count_correct|adamw|sgd|augment|tensor|fp16|unscale|async|lessons: (01 and 02|03|04|--optimizer))'
+
+# The metrics of ncu_metrics this device's Nsight Compute knows (ncu --query-metrics lists base names; a metric is
+# BASE.suffix): one unknown name would make ncu refuse the whole profile.
+ncu_known_metrics() {
+    local known
+    known=$(ncu --query-metrics 2>/dev/null | awk 'NR > 2 { print $1 }') || return 1
+    [ -n "$known" ] || return 1
+    tr ',' '\n' <<<"$ncu_metrics" | while read -r metric; do
+        grep -qxF "${metric%.*}" <<<"$known" || grep -qxF "$metric" <<<"$known" && echo "$metric"
+    done | paste -sd,
+}
+
+# The lessons in the order a lease wants them: 01-06 and 08 (the kernels' and the data path's stories), then 07 (a
+# sweep of batch sizes: the longest, so whatever time is left).
+lease_lesson_order() {
+    lesson_targets | grep -v '^lesson07'
+    lesson_targets | grep '^lesson07'
+}
+
+phase_lease() {
+    local names=() name reports=() known rc chart charts=0
+    build bench || return
+    extras=("bench --quick|bench.txt" "GPU tests|tests-line.txt")
+    step bench bench.txt "$tree/bench/bench" --quick
+    if ((dry_run)); then
+        record ncu_counts "skip (dry run: no GPU to profile)" 0 -
+    elif ! command -v ncu >/dev/null; then
+        record ncu_counts "skip (Nsight Compute, ncu, not found)" 0 -
+    elif ! known=$(ncu_known_metrics) || [ -z "$known" ]; then
+        record ncu_counts "FAIL (ncu --query-metrics listed none of: $ncu_metrics)" 0 -
+    else
+        [ "$known" = "$ncu_metrics" ] || echo "metrics this ncu lacks, dropped: $ncu_metrics -> $known" >"$work/ncu-dropped.txt"
+        if step ncu_counts ncu.txt ncu --csv --log-file "$work/ncu.csv" --metrics "$known" "$tree/bench/bench" --once &&
+            [ -n "${deps:-}" ] && [ -f "$deps/access_counts.csv" ]; then
+            step counts_vs_ncu counts-vs-ncu.md python3 tools/compare_counts.py "$work/ncu.csv" \
+                "$deps/access_counts.csv" && extras+=("counting build vs Nsight Compute|counts-vs-ncu.md")
+        fi
+    fi
+    mapfile -t names < <(lease_lesson_order)
+    step build_tests build-tests.txt cmake --build "$tree" -j "$(nproc)" --target unit_tests "${names[@]}" || return
+    no_budget_left tests && return
+    local select=(-R "$lease_tests")
+    ((dry_run)) && select=("${ctest_select[@]}")
+    echo "=== tests: ctest ${select[*]}" | tee "$work/tests.txt"
+    local start
+    start=$(now)
+    bounded "$(seconds_left)" "$work/tests.txt" ctest --test-dir "$tree" --output-on-failure -j "$ctest_jobs" "${select[@]}"
+    rc=$?
+    grep -E 'tests passed|tests failed' "$work/tests.txt" >"$work/tests-line.txt"
+    if ((rc == 124 || rc == 137)); then
+        record tests "stopped at the budget" "$(elapsed "$start")" tests.txt
+        return
+    fi
+    record tests "$( ((rc == 0)) && echo ok || echo "FAIL ($rc)")" "$(elapsed "$start")" tests.txt
+    if [ -z "$mnist" ]; then
+        record lessons "$( ((mnist_required)) && echo "FAIL (no $deps_dir/mnist)" || echo "skip (no MNIST)")" 0 -
+        return
+    fi
+    # The lessons run within the deadline less 30 s, kept for the comparison and the charts (they read JSON only),
+    # so that a lesson cut short still leaves the others' figures drawn.
+    local reserve=30 cut=0
+    budget=$((budget - reserve))
+    for name in "${names[@]}"; do
+        if (($(seconds_left) <= 0)); then
+            record "$name" "skip (the deadline, less ${reserve} s for the charts, is reached)" 0 -
+            cut=1
+            continue
+        fi
+        step "$name" "$name.txt" "$tree/lessons/$name" --data "$mnist" "${lesson_args[@]}" --json "$work/$name.json" \
+            --trace "$work/$name-trace.json"
+        rc=$?
+        ((rc == 0)) && reports+=("$work/$name.json")
+        if ((rc == 3)); then cut=1; ((phase_status == 1)) || phase_status=0; fi  # (the charts still run)
+    done
+    budget=$((budget + reserve))
+    ((${#reports[@]})) && compare_and_draw "${reports[@]}"
+    if ((cut && phase_status == 0)); then
+        phase_status=3
+        phase_note="the deadline cut the lessons short"
+    fi
+    for chart in "$work"/report/*.png; do  # at most 2 charts beside the summary and the archive: 4 files in all
+        [ -f "$chart" ] && ((charts < 2)) || continue
+        cp -f "$chart" "$out/$(basename "$chart")" && charts=$((charts + 1))
+    done
+}
+
 status=0
 for p in "${phases[@]}"; do
     begin_phase "$p"
@@ -553,6 +668,7 @@ for p in "${phases[@]}"; do
         bench) phase_bench ;;
         lessons) phase_lessons ;;
         report) phase_report ;;
+        lease) phase_lease ;;
     esac
     end_phase
     case $phase_status in

@@ -1,7 +1,8 @@
 // lessons/04_fast_kernels/main.cu — Lesson 04: fast fp32 kernels. Lesson 03's data path (now the class
 // BatchPipeline, lessons/batch_pipeline.h: the same code); the kernels change:
-//   * the GEMM is a step of the staircase in kernels/ (gemm_v1_naive.cuh … ), each step one idea: coalescing,
-//     shared-memory tiles, register blocking, vectorized loads, double buffering; --gemm vN trains with any step;
+//   * the GEMM is a step of the staircase in kernels/ (gemm_v1_naive.cuh … gemm_v7_warp_tiled.cuh), each step one
+//     idea: coalescing, shared-memory tiles, register blocking, vectorized loads, double buffering, warp tiles;
+//     --gemm vN trains with any step;
 //   * fused epilogues: bias and ReLU applied to each output inside the GEMM, so the activation is written once instead
 //     of three times (GEMM, bias, ReLU kernels in lesson 03);
 //   * the bias gradient is a deterministic two-pass reduction (kernels/bias_grad.cuh) that uses every SM;
@@ -24,14 +25,14 @@ namespace {
 
 int train(int argc, char** argv) {
     bool resident = false;
-    std::string gemm_step = "v6";  // the top of the staircase, kFastestGemm
-    static_assert(kGemmVersionCount == 6, "--gemm's choices below list every step");
+    std::string gemm_step = "v7";  // the top of the staircase, kFastestGemm
+    static_assert(kGemmVersionCount == 7, "--gemm's choices below list every step");
     Lesson lesson(argc, argv, "lesson04_fast_kernels",
                   "fast fp32 kernels: the GEMM staircase, fused bias + ReLU epilogues, a two-pass bias gradient",
                   [&](Cli& cli) {
                       cli.add_flag("--resident", &resident,
                                    "keep the whole uint8 training set on the device and gather batches there");
-                      cli.add_choice("--gemm", &gemm_step, {"v1", "v2", "v3", "v4", "v5", "v6"},
+                      cli.add_choice("--gemm", &gemm_step, {"v1", "v2", "v3", "v4", "v5", "v6", "v7"},
                                      "the GEMM step every layer uses (kernels/gemm_vN_*.cuh)");
                   });
     const GemmVersion gemm = gemm_version_from_int(std::stoi(gemm_step.substr(1)));
