@@ -21,7 +21,7 @@ import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 PAIR_LIMIT = 150
-NOT_YET = {("03", "04"): 211, ("06", "07"): 272, ("07", "08"): 286, ("04", "08"): 184}
+NOT_YET = {("03", "04"): 212, ("06", "07"): 270, ("07", "08"): 288, ("04", "08"): 187}
 
 
 def main_of(number):

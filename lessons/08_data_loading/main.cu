@@ -77,8 +77,10 @@ LoaderRun train_run(Lesson& lesson, const LoaderMode& mode, Mlp& net, size_t bat
                 auto t = timer.scope(Phase::normalize, compute);
                 const size_t n = size_t(rows) * kMnistPixels;
                 if (mode.augment == Augment::device) {  // the originals arrived: one block per image augments
-                    augment_normalize_kernel<<<rows, 256, 0, compute>>>(  // its pixels, then normalizes them
-                        batch.pixels, batch.samples, philox_key(o.seed), epoch, net.input, kMnistMean, kMnistStd);
+                    const bool aligned16 = reinterpret_cast<uintptr_t>(batch.pixels) % 16 == 0;  // 16-byte loads
+                    augment_normalize_kernel<<<rows, kAugmentThreads, 0, compute>>>(  // its pixels, then normalizes
+                        batch.pixels, batch.samples, philox_key(o.seed), epoch, net.input, kMnistMean, kMnistStd,
+                        aligned16);
                 } else {  // none, or host: the pixels arrived ready (augmented by the loader)
                     normalize_pixels_kernel<true, float><<<grid_for_4_per_thread(n, 256), 256, 0, compute>>>(
                         n, batch.pixels, net.input, kMnistMean, kMnistStd);
