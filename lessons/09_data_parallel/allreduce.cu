@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <stdexcept>
 #include <thread>
 
 namespace dp {
@@ -259,6 +260,15 @@ bool same_weights_on_every_rank(const std::vector<std::vector<float>>& parameter
     if (!same) std::fprintf(stderr, "rank %d: the weights differ across ranks after %s: %s\n", rank, when, line.c_str());
     std::fflush(stdout);
     return same;
+}
+
+void write_parameters(const std::string& path, const std::vector<std::vector<float>>& parameters) {
+    std::FILE* file = std::fopen(path.c_str(), "wb");
+    bool ok = file != nullptr;
+    for (const std::vector<float>& tensor : parameters)
+        ok = ok && std::fwrite(tensor.data(), sizeof(float), tensor.size(), file) == tensor.size();
+    if (file && std::fclose(file) != 0) ok = false;
+    if (!ok) throw std::runtime_error("--save-weights: cannot write " + path);
 }
 
 std::vector<char*> argv_for_rank(int argc, char** argv, int rank, std::vector<std::string>& storage) {

@@ -100,6 +100,8 @@ struct ReduceTimes {
 // line; if any differs, every rank prints which ones to stderr and the call returns false.
 bool same_weights_on_every_rank(const std::vector<std::vector<float>>& parameters, MPI_Comm comm, const char* when);
 uint64_t parameters_checksum(const std::vector<std::vector<float>>& parameters);
+// The parameters' float32 bytes, one tensor after another (--save-weights, for the tests' comparisons).
+void write_parameters(const std::string& path, const std::vector<std::vector<float>>& parameters);
 
 // argv for this rank's Lesson: rank 0 keeps everything; the others write --json nowhere (one report per run) and
 // --trace FILE as FILE.rankR.json (one timeline per rank).

@@ -56,7 +56,7 @@ int train(int argc, char** argv) {
     dp::pick_device();  // one GPU per rank (before the Lesson checks the device)
     std::vector<std::string> storage;
     std::vector<char*> args = dp::argv_for_rank(argc, argv, world.rank, storage);
-    std::string overlap_flag = "on", engine_flag = "auto";
+    std::string overlap_flag = "on", engine_flag = "auto", weights_path;
     double timeout_s = 60;
     int compare_steps = 3, fail_rank = -1, fail_step = -1, unwaited_bucket = -1;
     Lesson lesson(int(args.size()) - 1, args.data(), "lesson09_data_parallel",
@@ -67,6 +67,7 @@ int train(int argc, char** argv) {
                       cli.add_int("--compare-steps", &compare_steps, "K", "steps per run of the N = 1, 2, 4 comparison (0: none)", 0, 1000000);
                       cli.add_int("--fail-rank", &fail_rank, "R", "test: rank R exits with an error at step --fail-step", -1, 1 << 20);
                       cli.add_int("--fail-step", &fail_step, "S", "test: the step at which --fail-rank fails", -1, 1 << 30);
+                      cli.add_output_file("--save-weights", &weights_path, "FILE", "test: rank 0 writes the final weights there (float32: W_1, b_1, W_2, ...)");
                       cli.add_int("--plant-unwaited-bucket", &unwaited_bucket, "L", "test: the optimizer skips its wait for layer L's bucket (a planted bug)", -1, 1 << 20);
                   });
     const TrainOptions& o = lesson.options;
@@ -76,7 +77,8 @@ int train(int argc, char** argv) {
     // Bad splits: every rank sees the same flags and data, so every rank stops here with the same exit code.
     const int last_rows = lesson.rows_in_batch(lesson.batches_per_epoch() - 1);
     std::string bad;
-    if (o.batch % n) bad = "--batch " + std::to_string(o.batch) + " cannot be split into " + std::to_string(n) + " equal shards (choose a multiple of the rank count)";
+    if (lesson.data.train.count < size_t(n)) bad = std::to_string(n) + " ranks but " + std::to_string(lesson.data.train.count) + " training images: every rank needs at least one";
+    else if (o.batch % n) bad = "--batch " + std::to_string(o.batch) + " cannot be split into " + std::to_string(n) + " equal shards (choose a multiple of the rank count)";
     else if (last_rows < n) bad = std::to_string(lesson.data.train.count) + " training images leave a last batch of " + std::to_string(last_rows) + " rows for " + std::to_string(n) + " ranks (every rank needs one: change --limit)";
     if (!bad.empty()) {
         if (rank == 0) std::fprintf(stderr, "lesson09_data_parallel: %s\n", bad.c_str());
@@ -208,7 +210,7 @@ int train(int argc, char** argv) {
                     }
                     CUDA_CHECK(cudaEventRecord(b.reduced, comm));
                     intervals.emplace_back(posted_at[done], ms());
-                    if (times) timer.trace_host_work(100, "MPI all-reduce (host)", dp::bucket_slice_name(l), epoch, step_in_epoch, origin + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(posted_at[done])), Clock::now(), b.floats * sizeof(float));
+                    if (times) timer.trace_host_work(150, "MPI all-reduce (host clock)", dp::bucket_slice_name(l), epoch, step_in_epoch, origin + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(posted_at[done])), Clock::now(), b.floats * sizeof(float));
                     ++done, progress = true;
                 }
                 if (Clock::now() > deadline) dp::abort_all("the all-reduce of bucket " + std::to_string(count - done) + " (step " + std::to_string(step_number) + ") did not complete within --comm-timeout: another rank failed or hangs");
@@ -266,6 +268,7 @@ int train(int argc, char** argv) {
             }
             return timer.end_epoch().wall_ms / steps;
         });
+    if (rank == 0 && !weights_path.empty()) dp::write_parameters(weights_path, download_parameters(lesson.ledger, net));
     return lesson.finish();
 }
 

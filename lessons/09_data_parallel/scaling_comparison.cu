@@ -45,8 +45,8 @@ void print_reduce_table(Lesson& lesson, Engine engine, int ranks, bool overlap, 
     lesson.add_result("allreduce_ms_per_step", total_ms);
     lesson.add_result("allreduce_exposed_ms_per_step", exposed_ms);
     lesson.add_result("allreduce_hidden_fraction", times.hidden_fraction());
-    lesson.add_result("allreduce_algbw_gb_s", algbw);
-    lesson.add_result("allreduce_busbw_gb_s", busbw);
+    lesson.add_result("allreduce_algbw_gb_per_s", algbw);
+    lesson.add_result("allreduce_busbw_gb_per_s", busbw);
 }
 
 namespace {
