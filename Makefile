@@ -25,6 +25,7 @@ help:
 	@echo "make run            build, then run the lessons (cuda flavor when a GPU is present, else cpu) and compare them"
 	@echo "make report         charts and report/README.md (matplotlib) from make run's results, running only missing or stale lessons (FRESH=1: all)"
 	@echo "make lesson N=02    build, then run one lesson (ARGS=\"--epochs 1 ...\" are passed to it, as to make run)"
+	@echo "                    N=09 runs under mpirun -n RANKS (default 2)"
 	@echo "make diff A=01 B=02 what changed from one lesson's main.cu to another's (diff -u)"
 	@echo "make test           build both flavors and run the whole test suite in each"
 	@echo "make test-sanitize  the cpu flavor with AddressSanitizer + UBSan, and its tests"
@@ -190,12 +191,21 @@ else
 	  -- $(ARGS)
 endif
 
+# Lesson 09 runs as RANKS processes under mpirun (Open MPI: root needs its two ALLOW_RUN_AS_ROOT variables).
+RANKS ?= 2
+export OMPI_ALLOW_RUN_AS_ROOT := 1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 # N is checked before building too, so that a wrong N does not wait for the build.
 lesson: build/$(RUN_FLAVOR)/CMakeCache.txt
 	@$(call find_lesson,name,$(N),N)
 	cmake --build build/$(RUN_FLAVOR) -j $(JOBS) --target lessons
 	@$(call find_lesson,name,$(N),N); echo "=== lesson$$name: $(RUN_FLAVOR) flavor, $(RUN_WHERE)"; \
-	build/$(RUN_FLAVOR)/lessons/lesson$$name $(ARGS)
+	program=build/$(RUN_FLAVOR)/lessons/lesson$$name; launcher=(); \
+	if [[ $$name == 09* ]]; then \
+	  [ -x "$$program" ] || { echo "lesson$$name was not built: MPI not found (make deps installs Open MPI)" >&2; exit 2; }; \
+	  launcher=(mpirun -n $(RANKS) --oversubscribe); \
+	fi; \
+	"$${launcher[@]}" "$$program" $(ARGS)
 
 # diff exits 1 when the files differ: that is the answer, not an error; 2 (trouble) still fails.
 diff:
