@@ -121,10 +121,15 @@ def main():
         # late as CUDA allows, so the optimizer reads the poisoned gradient: different weights (or a failed run).
         late = {"CUDA_CPU_ASYNC": "late"}
         code_ok, out_ok = run(build, 2, SMALL, data, env=late)
-        code_bug, out_bug = run(build, 2, SMALL + " --plant-unwaited-bucket 0", data, env=late)
         check(code_ok == 0 and checksum(out_ok) == checksum(out2), "late schedule: the same bits as synchronous")
+        # (Up to 3 tries: when the late schedule runs the copy back depends on when the host polls MPI; 7 of 8 runs
+        # caught it on the first try when measured, the one that did not ran beside another build.)
+        for attempt in range(1, 4):
+            code_bug, out_bug = run(build, 2, SMALL + " --plant-unwaited-bucket 0", data, env=late)
+            if code_bug != 0 or checksum(out_bug) != checksum(out_ok):
+                break
         check(code_bug != 0 or checksum(out_bug) != checksum(out_ok),
-              "late schedule: the planted missing wait on bucket 1's event changes the weights")
+              f"late schedule: the planted missing wait on bucket 1's event is caught (try {attempt})")
 
         # Bad input: one message, non-zero exit.
         for ranks, args, message in ((2, "--batch 63", "cannot be split into 2 equal shards"),

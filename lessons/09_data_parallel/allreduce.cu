@@ -89,11 +89,70 @@ void allreduce_sum(void* buffer, int count, MPI_Datatype type, MPI_Comm comm, co
     wait_or_abort(&request, g_timeout_s, what);
 }
 
+void add_flags(Cli& cli, Flags& f) {
+    cli.add_choice("--overlap", &f.overlap, {"on", "off"},
+                   "all-reduce each layer's bucket during the backward pass (on), or after it (off)");
+    cli.add_choice("--engine", &f.engine, {"auto", "mpi", "nccl"},
+                   "who carries the all-reduce (auto: NCCL where it was built and each rank has a GPU, else MPI)");
+    cli.add_double("--comm-timeout", &f.timeout_s, "S", "deadline of every collective, in seconds", 0.1, 86400);
+    cli.add_int("--compare-steps", &f.compare_steps, "K", "steps per run of the N = 1, 2, 4 comparison (0: none)", 0,
+                1000000);
+    cli.add_int("--fail-rank", &f.fail_rank, "R", "test: rank R fails (an exception) at step --fail-step", -1, 1 << 20);
+    cli.add_int("--fail-step", &f.fail_step, "S", "test: the step at which --fail-rank fails", -1, 1 << 30);
+    cli.add_output_file("--save-weights", &f.save_weights, "FILE",
+                        "test: rank 0 writes the final weights there (float32: W_1, b_1, W_2, ...)");
+    cli.add_int("--plant-unwaited-bucket", &f.unwaited_bucket, "L",
+                "test: a planted bug: the optimizer does not wait for bucket L (0: the first layer's)", -1, 1 << 20);
+}
+
+RankArgs start_rank(int argc, char** argv) {
+    if (g_world.rank != 0 && !std::freopen("/dev/null", "w", stdout)) abort_all("cannot silence this rank's stdout");
+    pick_device();
+    RankArgs args;
+    args.pointers = argv_for_rank(argc, argv, g_world.rank, args.storage);
+    return args;
+}
+
+bool split_is_possible(const Lesson& lesson) {
+    const int n = g_world.size, batch = lesson.options.batch;
+    const size_t images = lesson.data.train.count;
+    const int last_rows = lesson.rows_in_batch(lesson.batches_per_epoch() - 1);
+    std::string bad;
+    if (images < size_t(n))
+        bad = std::to_string(n) + " ranks but " + std::to_string(images) + " training images: every rank needs one";
+    else if (batch % n)
+        bad = "--batch " + std::to_string(batch) + " cannot be split into " + std::to_string(n) +
+              " equal shards (choose a multiple of the rank count)";
+    else if (last_rows < n)
+        bad = std::to_string(images) + " training images leave a last batch of " + std::to_string(last_rows) +
+              " rows for " + std::to_string(n) + " ranks (every rank needs one: change --limit)";
+    if (!bad.empty() && g_world.rank == 0) std::fprintf(stderr, "lesson09_data_parallel: %s\n", bad.c_str());
+    return bad.empty();
+}
+
+void fail_if_asked(const Flags& flags, int rank, long step) {
+    if (rank == flags.fail_rank && step == flags.fail_step)
+        throw std::runtime_error("rank " + std::to_string(rank) + ": failing at step " + std::to_string(step) +
+                                 ", as --fail-rank asked");
+}
+
+void StepClock::bucket_done(size_t layer, double posted_ms, size_t bytes) {
+    intervals_.emplace_back(posted_ms, ms());
+    if (!times_) return;
+    using namespace std::chrono;
+    const auto begin = origin_ + duration_cast<steady_clock::duration>(duration<double, std::milli>(posted_ms));
+    timer_.trace_host_work(150, "MPI all-reduce (host clock)", bucket_slice_name(layer), epoch_, step_, begin,
+                           steady_clock::now(), bytes);
+}
+
 const char* engine_name(Engine engine) {
     switch (engine) {
-        case Engine::nccl: return "NCCL";
-        case Engine::mpi_cuda_aware: return "MPI, CUDA-aware (device pointers)";
-        case Engine::mpi_host_staged: break;
+        case Engine::nccl:
+            return "NCCL";
+        case Engine::mpi_cuda_aware:
+            return "MPI, CUDA-aware (device pointers)";
+        case Engine::mpi_host_staged:
+            break;
     }
     return "MPI, host-staged (pinned host buckets)";
 }
@@ -109,12 +168,16 @@ void pick_device() {
     if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) return;  // the Lesson says there is no device
     CUDA_CHECK(cudaSetDevice(g_world.local_rank % gpus));
     if (g_world.local_rank == 0 && gpus < g_world.local_size)
-        std::fprintf(stderr, "note: %d ranks on this machine but %d GPU%s: ranks share GPUs (rank r uses GPU r mod %d), "
-                     "so they also share its time and memory\n", g_world.local_size, gpus, gpus == 1 ? "" : "s", gpus);
+        std::fprintf(stderr,
+                     "note: %d ranks on this machine but %d GPU%s: ranks share GPUs (rank r uses GPU r mod %d), "
+                     "so they also share its time and memory\n",
+                     g_world.local_size, gpus, gpus == 1 ? "" : "s", gpus);
 #endif
 }
 
-Engine choose_engine(const std::string& flag, bool cpu_backend) {
+Engine choose_engine(const Flags& flags, bool cpu_backend) {
+    set_comm_timeout(flags.timeout_s);
+    const std::string& flag = flags.engine;
     std::string why;
     Engine engine = Engine::mpi_host_staged;
     int gpus = 0;
@@ -125,9 +188,12 @@ Engine choose_engine(const std::string& flag, bool cpu_backend) {
     const bool nccl_built = false;
 #endif
     std::string refused;
-    if (flag == "nccl" && !nccl_built) refused = "--engine nccl: this build has no NCCL (CMake did not find it)";
-    else if (flag == "nccl" && cpu_backend) refused = "--engine nccl: NCCL needs GPUs; the CPU backend reduces with MPI";
-    else if (flag == "nccl" && gpus < g_world.local_size) refused = "--engine nccl: NCCL needs a GPU per rank";
+    if (flag == "nccl" && !nccl_built)
+        refused = "--engine nccl: this build has no NCCL (CMake did not find it)";
+    else if (flag == "nccl" && cpu_backend)
+        refused = "--engine nccl: NCCL needs GPUs; the CPU backend reduces with MPI";
+    else if (flag == "nccl" && gpus < g_world.local_size)
+        refused = "--engine nccl: NCCL needs a GPU per rank";
     if (!refused.empty()) {
         if (g_world.rank == 0) std::fprintf(stderr, "lesson09_data_parallel: %s\n", refused.c_str());
         MPI_Finalize();
@@ -137,10 +203,10 @@ Engine choose_engine(const std::string& flag, bool cpu_backend) {
         engine = Engine::nccl, why = "built with NCCL, one GPU per rank";
     } else {
         engine = !cpu_backend && mpi_is_cuda_aware() ? Engine::mpi_cuda_aware : Engine::mpi_host_staged;
-        why = flag == "mpi"          ? "--engine mpi"
-              : cpu_backend          ? "the CPU backend (its \"device\" memory is host memory; staged as on a GPU)"
-              : !nccl_built          ? "NCCL not found at build time"
-                                     : "fewer GPUs than ranks on this machine";
+        why = flag == "mpi" ? "--engine mpi"
+              : cpu_backend ? "the CPU backend (its \"device\" memory is host memory; staged as on a GPU)"
+              : !nccl_built ? "NCCL not found at build time"
+                            : "fewer GPUs than ranks on this machine";
         if (engine == Engine::mpi_host_staged && !cpu_backend) why += "; this MPI is not CUDA-aware";
     }
     if (g_world.rank == 0)
@@ -164,7 +230,8 @@ Group split_group(const Group& world, int ranks, bool* member) {
     MPI_CHECK(MPI_Comm_split(world.mpi, *member ? 0 : MPI_UNDEFINED, world.index, &group.mpi));
     group.ranks = ranks;
 #if defined(HAVE_NCCL)
-    if (world.engine == Engine::nccl) group.nccl = nccl_split(world.nccl, *member ? 0 : NCCL_SPLIT_NOCOLOR, world.index);
+    if (world.engine == Engine::nccl)
+        group.nccl = nccl_split(world.nccl, *member ? 0 : NCCL_SPLIT_NOCOLOR, world.index);
 #endif
     return group;
 }
@@ -257,12 +324,14 @@ bool same_weights_on_every_rank(const std::vector<std::vector<float>>& parameter
         same = same && all[r] == all[0];
     }
     if (rank == 0 && same) std::printf("        weights after %s: %s — identical on every rank\n", when, line.c_str());
-    if (!same) std::fprintf(stderr, "rank %d: the weights differ across ranks after %s: %s\n", rank, when, line.c_str());
+    if (!same)
+        std::fprintf(stderr, "rank %d: the weights differ across ranks after %s: %s\n", rank, when, line.c_str());
     std::fflush(stdout);
     return same;
 }
 
 void write_parameters(const std::string& path, const std::vector<std::vector<float>>& parameters) {
+    if (g_world.rank != 0) return;
     std::FILE* file = std::fopen(path.c_str(), "wb");
     bool ok = file != nullptr;
     for (const std::vector<float>& tensor : parameters)
@@ -299,7 +368,8 @@ std::vector<char*> argv_for_rank(int argc, char** argv, int rank, std::vector<st
 #if defined(HAVE_NCCL)
 void nccl_check(ncclResult_t result, const char* call, const char* file, int line) {
     if (result == ncclSuccess) return;
-    abort_all(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " + ncclGetErrorString(result));
+    abort_all(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
+              ncclGetErrorString(result));
 }
 
 ncclComm_t nccl_start() {
@@ -322,7 +392,8 @@ ncclComm_t nccl_split(ncclComm_t comm, int color, int key) {
 #endif
 }
 
-void nccl_wait_or_abort(ncclComm_t comm, cudaEvent_t done, const std::string& what) {
+void nccl_wait_or_abort(const Group& group, cudaEvent_t done, const std::string& what) {
+    ncclComm_t comm = group.nccl;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(g_timeout_s);
     for (;;) {
         const cudaError_t status = cudaEventQuery(done);
@@ -337,6 +408,19 @@ void nccl_wait_or_abort(ncclComm_t comm, cudaEvent_t done, const std::string& wh
         }
         std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
+}
+void nccl_all_reduce(const Group& group, float* a, size_t a_count, float* b, size_t b_count, cudaStream_t stream) {
+    NCCL_CHECK(ncclGroupStart());  // one launch for the bucket's two tensors
+    NCCL_CHECK(ncclAllReduce(a, a, a_count, ncclFloat, ncclSum, group.nccl, stream));
+    NCCL_CHECK(ncclAllReduce(b, b, b_count, ncclFloat, ncclSum, group.nccl, stream));
+    NCCL_CHECK(ncclGroupEnd());
+}
+#else
+void nccl_all_reduce(const Group&, float*, size_t, float*, size_t, cudaStream_t) {
+    abort_all("NCCL is not in this build");
+}
+void nccl_wait_or_abort(const Group&, cudaEvent_t, const std::string&) {
+    abort_all("NCCL is not in this build");
 }
 #endif
 

@@ -5,12 +5,15 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/launch.h"
+#include "common/phase_timer.h"
+#include "lessons/lesson.h"
 
 #if defined(HAVE_NCCL)
 #include <nccl.h>
@@ -38,6 +41,29 @@ struct Group {
 #endif
 };
 
+// The lesson's own flags.
+struct Flags {
+    std::string overlap = "on", engine = "auto", save_weights;
+    double timeout_s = 60;
+    int compare_steps = 3, fail_rank = -1, fail_step = -1, unwaited_bucket = -1;
+};
+void add_flags(Cli& cli, Flags& flags);
+
+// Before the Lesson: rank 0 prints (the others' stdout goes to /dev/null; stderr stays), pick_device(), and this
+// rank's argv (argv_for_rank below).
+struct RankArgs {
+    std::vector<std::string> storage;
+    std::vector<char*> pointers;
+    int argc() const { return int(pointers.size()) - 1; }
+    char** argv() { return pointers.data(); }
+};
+RankArgs start_rank(int argc, char** argv);
+// Can the ranks split the data: at least one image per rank, --batch a multiple of the rank count, and a last batch
+// with a row for every rank? If not, rank 0 says why and every rank returns false (the lesson exits 2).
+bool split_is_possible(const Lesson& lesson);
+// --fail-rank R --fail-step S: rank R throws at step S (the tests' failing rank).
+void fail_if_asked(const Flags& flags, int rank, long step);
+
 // MPI_Init, errors returned instead of aborting (so MPI_CHECK can name the rank), the node-local rank. Call first.
 World start_mpi(int* argc, char*** argv);
 const World& world();
@@ -63,7 +89,8 @@ void allreduce_sum(void* buffer, int count, MPI_Datatype type, MPI_Comm comm, co
 void pick_device();
 // --engine (auto, mpi, nccl) against what was built and found: the engine, and one line saying which runs and why.
 // A request that cannot be met is one message and exit 2 on every rank.
-Engine choose_engine(const std::string& flag, bool cpu_backend);
+// Also sets the deadline of every collective (--comm-timeout).
+Engine choose_engine(const Flags& flags, bool cpu_backend);
 // MPI_COMM_WORLD as a Group, with its NCCL communicator when the engine is NCCL.
 Group world_group(Engine engine);
 // The first `ranks` ranks of `world` as a group of their own (MPI_Comm_split, ncclCommSplit); others get member = false.
@@ -96,16 +123,51 @@ struct ReduceTimes {
     double hidden_fraction() const { return total_ms > 0 ? 1.0 - exposed_ms / total_ms : 0.0; }
 };
 
+// One step's reduction times (host clock, ms from construction): the backward pass's end, each bucket's interval
+// (on the --trace timeline too, when `times` is given), added to `times` by finish().
+class StepClock {
+  public:
+    StepClock(PhaseTimer& timer, ReduceTimes* times, int epoch, int step)
+        : timer_(timer), times_(times), epoch_(epoch), step_(step), origin_(std::chrono::steady_clock::now()) {}
+    double ms() const {
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - origin_).count();
+    }
+    void backward_ended_if(bool ended) {  // the first time `ended` holds is the backward pass's end
+        if (ended && backward_end_ms_ < 0) backward_end_ms_ = ms();
+    }
+    void bucket_done(size_t layer, double posted_ms, size_t bytes);                       // [posted_ms, now]
+    void set(double backward_end_ms, std::vector<std::pair<double, double>> intervals) {  // times from events (NCCL)
+        backward_end_ms_ = backward_end_ms, intervals_ = std::move(intervals);
+    }
+    void finish() {
+        if (times_) times_->add_step(intervals_, backward_end_ms_ < 0 ? 0 : backward_end_ms_);
+    }
+
+  private:
+    PhaseTimer& timer_;
+    ReduceTimes* times_;
+    int epoch_, step_;
+    std::chrono::steady_clock::time_point origin_;
+    double backward_end_ms_ = -1;
+    std::vector<std::pair<double, double>> intervals_;
+};
+
 // FNV-1a of the parameters' bytes (as Lesson::finish prints it), gathered from every rank of `comm`: rank 0 prints one
 // line; if any differs, every rank prints which ones to stderr and the call returns false.
 bool same_weights_on_every_rank(const std::vector<std::vector<float>>& parameters, MPI_Comm comm, const char* when);
 uint64_t parameters_checksum(const std::vector<std::vector<float>>& parameters);
-// The parameters' float32 bytes, one tensor after another (--save-weights, for the tests' comparisons).
+// The parameters' float32 bytes, one tensor after another (--save-weights, for the tests' comparisons): rank 0 writes.
 void write_parameters(const std::string& path, const std::vector<std::vector<float>>& parameters);
 
 // argv for this rank's Lesson: rank 0 keeps everything; the others write --json nowhere (one report per run) and
 // --trace FILE as FILE.rankR.json (one timeline per rank).
 std::vector<char*> argv_for_rank(int argc, char** argv, int rank, std::vector<std::string>& storage);
+
+// One bucket on NCCL: both all-reduces (sum, in place) in one ncclGroupStart/End, queued on `stream`; and the wait for
+// the event recorded after the last bucket: polling ncclCommGetAsyncError, past the deadline or on an error
+// ncclCommAbort (so no kernel waits forever for a dead peer) and abort_all. Without NCCL in the build: abort_all.
+void nccl_all_reduce(const Group& group, float* a, size_t a_count, float* b, size_t b_count, cudaStream_t stream);
+void nccl_wait_or_abort(const Group& group, cudaEvent_t done, const std::string& what);
 
 #if defined(HAVE_NCCL)
 void nccl_check(ncclResult_t result, const char* call, const char* file, int line);
@@ -114,9 +176,6 @@ void nccl_check(ncclResult_t result, const char* call, const char* file, int lin
 ncclComm_t nccl_start();
 // The ranks of `comm` with the same `color` in a communicator of their own (the scaling comparison's groups).
 ncclComm_t nccl_split(ncclComm_t comm, int color, int key);
-// Waits for `done` (recorded on the comm stream after the NCCL calls), polling ncclCommGetAsyncError; past the deadline
-// or on an error, ncclCommAbort (so no kernel waits forever for a dead peer) and abort_all.
-void nccl_wait_or_abort(ncclComm_t comm, cudaEvent_t done, const std::string& what);
 #endif
 
 }  // namespace dp

@@ -11,8 +11,16 @@
 
 namespace dp {
 
-void print_reduce_table(Lesson& lesson, Engine engine, int ranks, bool overlap, size_t bytes_per_step,
-                        const ReduceTimes& times, bool streams_overlap) {
+void print_reduce_table(Lesson& lesson, const Group& group, bool overlap, const ReduceTimes& times) {
+    const Engine engine = group.engine;
+    const int ranks = group.ranks;
+    const bool streams_overlap = lesson.streams_overlap();
+    size_t bytes_per_step = 0;  // every weight and bias, in fp32
+    for (int l = 0; l <= int(lesson.options.hidden.size()); ++l) {
+        const int in = l == 0 ? int(kMnistPixels) : lesson.options.hidden[l - 1];
+        const int out = l == int(lesson.options.hidden.size()) ? kMnistClasses : lesson.options.hidden[l];
+        bytes_per_step += (size_t(in) * out + out) * sizeof(float);
+    }
     const double steps = double(std::max(1L, times.steps));
     const double total_ms = times.total_ms / steps, exposed_ms = times.exposed_ms / steps;
     const double algbw = algbw_gb_s(double(bytes_per_step), total_ms * 1e-3);
@@ -28,14 +36,16 @@ void print_reduce_table(Lesson& lesson, Engine engine, int ranks, bool overlap, 
     table.add_row({"algbw (GB/s)", fixed(algbw, 3)});
     table.add_row({"busbw (GB/s)", fixed(busbw, 3)});
     if (world().rank == 0) {
-        std::printf("\nthe all-reduce, mean over %ld steps (--overlap %s; host clock from MPI_Iallreduce to MPI_Test's "
-                    "completion, or NCCL's events):\n%s",
-                    times.steps, overlap ? "on" : "off", table.render().c_str());
-        std::printf("  algbw = bytes / time in flight; busbw = algbw · 2(N−1)/N (nccl-tests: what each link of a ring "
-                    "carries)%s\n",
-                    streams_overlap ? ""
-                                    : ".\n  Streams run one after another here (CPU backend without CUDA_CPU_ASYNC=1): "
-                                      "nothing can hide under the backward pass");
+        std::printf(
+            "\nthe all-reduce, mean over %ld steps (--overlap %s; host clock from MPI_Iallreduce to MPI_Test's "
+            "completion, or NCCL's events):\n%s",
+            times.steps, overlap ? "on" : "off", table.render().c_str());
+        std::printf(
+            "  algbw = bytes / time in flight; busbw = algbw · 2(N−1)/N (nccl-tests: what each link of a ring "
+            "carries)%s\n",
+            streams_overlap ? ""
+                            : ".\n  Streams run one after another here (CPU backend without CUDA_CPU_ASYNC=1): "
+                              "nothing can hide under the backward pass");
         std::fflush(stdout);
     }
     lesson.add_config("ranks", double(ranks));
@@ -49,6 +59,15 @@ void print_reduce_table(Lesson& lesson, Engine engine, int ranks, bool overlap, 
     lesson.add_result("allreduce_busbw_gb_per_s", busbw);
 }
 
+bool finish_epoch(Lesson& lesson, const Group& group, int epoch, const EpochTiming& timing, double loss_sum, Mlp& net,
+                  const ForwardPass& forward, cudaStream_t stream) {
+    allreduce_sum(&loss_sum, 1, MPI_DOUBLE, group.mpi, "the epoch's loss sum");
+    sum_device_counter(net.correct, group.mpi, stream);
+    lesson.finish_epoch(epoch, timing, loss_sum, forward, stream);
+    const std::string when = "epoch " + std::to_string(epoch);
+    return same_weights_on_every_rank(download_parameters(lesson.ledger, net), group.mpi, when.c_str());
+}
+
 namespace {
 
 void upload(Mlp& net, const std::vector<std::vector<float>>& parameters, bool zero_optimizer_state) {
@@ -58,7 +77,8 @@ void upload(Mlp& net, const std::vector<std::vector<float>>& parameters, bool ze
         CUDA_CHECK(cudaMemcpy(layer.weight, parameters[2 * l].data(), w * sizeof(float), cudaMemcpyHostToDevice));
         CUDA_CHECK(cudaMemcpy(layer.bias, parameters[2 * l + 1].data(), b * sizeof(float), cudaMemcpyHostToDevice));
         if (!zero_optimizer_state) continue;
-        for (auto [state, count] : {std::pair{layer.weight_m, w}, {layer.weight_v, w}, {layer.bias_m, b}, {layer.bias_v, b}})
+        for (auto [state, count] :
+             {std::pair{layer.weight_m, w}, {layer.weight_v, w}, {layer.bias_m, b}, {layer.bias_v, b}})
             if (state) CUDA_CHECK(cudaMemset(state, 0, count * sizeof(float)));
     }
 }
@@ -66,7 +86,7 @@ void upload(Mlp& net, const std::vector<std::vector<float>>& parameters, bool ze
 }  // namespace
 
 void print_scaling_comparison(Lesson& lesson, Mlp& net, const std::vector<std::vector<float>>& initial, int steps,
-                              const Group& world_group, cudaStream_t stream, const RunSteps& run) {
+                              const Group& world_group, cudaStream_t stream, const Step& step) {
     CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<std::vector<float>> final_parameters = download_parameters(lesson.ledger, net);
     const Lesson::EvaluateBatch evaluate = [&](const uint8_t* pixels, const uint8_t* labels, int rows, int* correct,
@@ -84,7 +104,16 @@ void print_scaling_comparison(Lesson& lesson, Mlp& net, const std::vector<std::v
         double ms = 0, accuracy = 0;
         if (member) {
             upload(net, initial, true);
-            ms = run(group, steps);
+            PhaseTimer timer;  // its own timer, ledger and pipeline: the lesson's tables stay about the training
+            MemoryLedger ledger;
+            BatchPipeline pipeline(lesson, ledger, timer, net.staged_pixels, net.staged_labels, false);
+            timer.begin_epoch(1);
+            pipeline.start_epoch(1, size_t(steps));
+            for (int s = 0; s < steps; ++s) {
+                step(group, pipeline.wait_for_batch(s), pipeline, timer, s, 1, s, nullptr);
+                pipeline.prefetch_next(s);
+            }
+            ms = timer.end_epoch().wall_ms / steps;
             accuracy = lesson.evaluate_test_set(net.correct, evaluate, lesson.options.batch, stream);
             if (!same_weights_on_every_rank(download_parameters(lesson.ledger, net), group.mpi,
                                             ("the comparison's run with " + std::to_string(n) + " ranks").c_str()))
@@ -99,16 +128,20 @@ void print_scaling_comparison(Lesson& lesson, Mlp& net, const std::vector<std::v
         const double efficiency = ms > 0 ? t1 / (n * ms) : 0;
         table.add_row({std::to_string(n), fixed(ms, 2), fixed(images_per_s, 0), fixed(100 * efficiency, 1) + " %",
                        fixed(100 * accuracy, 2) + " %"});
-        rows.push_back({{"ranks", double(n)}, {"ms_per_step", ms}, {"scaling_efficiency", efficiency},
+        rows.push_back({{"ranks", double(n)},
+                        {"ms_per_step", ms},
+                        {"scaling_efficiency", efficiency},
                         {"test_accuracy", accuracy}});
     }
     for (int n = 1; n <= 4; n *= 2)
-        if (n > world_group.ranks) table.add_row({std::to_string(n), "-", "-", "-", "(mpirun -n " + std::to_string(n) + ")"});
+        if (n > world_group.ranks)
+            table.add_row({std::to_string(n), "-", "-", "-", "(mpirun -n " + std::to_string(n) + ")"});
     upload(net, final_parameters, false);  // finish()'s checksum is the training's
     if (world().rank == 0) {
-        std::printf("\nthe same global batches (%d images) on N ranks, %d steps each from the initial weights (wall "
-                    "clock; scaling efficiency T_1 / (N·T_N), 100 %% = N times faster):\n%s",
-                    lesson.options.batch, steps, table.render().c_str());
+        std::printf(
+            "\nthe same global batches (%d images) on N ranks, %d steps each from the initial weights (wall "
+            "clock; scaling efficiency T_1 / (N·T_N), 100 %% = N times faster):\n%s",
+            lesson.options.batch, steps, table.render().c_str());
         std::fflush(stdout);
     }
     lesson.add_result("scaling", rows);
