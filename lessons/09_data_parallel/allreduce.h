@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,6 +49,9 @@ struct Flags {
     int compare_steps = 3, fail_rank = -1, fail_step = -1, unwaited_bucket = -1;
 };
 void add_flags(Cli& cli, Flags& flags);
+inline std::function<void(Cli&)> flag_adder(Flags& flags) {
+    return [&flags](Cli& cli) { add_flags(cli, flags); };
+}
 
 // Before the Lesson: rank 0 prints (the others' stdout goes to /dev/null; stderr stays), pick_device(), and this
 // rank's argv (argv_for_rank below).

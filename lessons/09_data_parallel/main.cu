@@ -42,11 +42,11 @@ struct
 };
 
 int train(int argc, char** argv) {
-    dp::RankArgs args = dp::start_rank(argc, argv);  // one GPU per rank; rank 0 prints
+    dp::RankArgs args = dp::start_rank(argc, argv);  // one GPU per rank; rank 0 prints; CPU: 512 images
     dp::Flags flags;
     Lesson lesson(args.argc(), args.argv(), "lesson09_data_parallel",
                   "data parallelism: N ranks, a bucketed all-reduce overlapped with the backward pass",
-                  [&](Cli& cli) { dp::add_flags(cli, flags); });
+                  dp::flag_adder(flags), 512);
     const TrainOptions& o = lesson.options;
     if (!dp::split_is_possible(lesson)) return 2;  // every rank sees the same flags and data: every rank stops
     const bool overlap = flags.overlap == "on";
