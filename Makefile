@@ -159,7 +159,8 @@ else
 	@echo "make run: $(words $(LESSON_NAMES)) lesson$(if $(word 2,$(LESSON_NAMES)),s), $(RUN_FLAVOR) flavor, $(RUN_WHERE)"
 	@bash tools/run_lessons.sh --build build/$(RUN_FLAVOR) --results build/$(RUN_FLAVOR)/results -- $(ARGS)
 	@echo; echo "=== the lessons compared (reports in build/$(RUN_FLAVOR)/results/)"; reports=(); \
-	for name in $(LESSON_NAMES); do reports+=(build/$(RUN_FLAVOR)/results/lesson$$name.json); done; \
+	for name in $(LESSON_NAMES); do report=build/$(RUN_FLAVOR)/results/lesson$$name.json; \
+	  [[ $$name == 09* && ! -f $$report ]] || reports+=("$$report"); done; \
 	python3 tools/compare_lessons.py "$${reports[@]}"
 endif
 
