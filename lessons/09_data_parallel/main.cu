@@ -10,10 +10,8 @@
 #include <mpi.h>
 #include <chrono>
 #include <thread>
-
-#include "lessons/09_data_parallel/allreduce.h"
-#include "lessons/09_data_parallel/scaling_comparison.h"
-#include "lessons/batch_pipeline.h"  // lesson 03's data path
+#include "lessons/09_data_parallel/scaling_comparison.h"  // and allreduce.h: MPI and NCCL plumbing
+#include "lessons/batch_pipeline.h"                       // lesson 03's data path
 #include "lessons/lesson.h"
 #include "lessons/mixed_precision.h"  // download_parameters
 #include "kernels/bias_grad.cuh"
@@ -30,8 +28,8 @@ __global__ void scale_kernel(float* x, size_t n, float factor) {  // dlogits · 
     if (i < n) x[i] *= factor;
 }
 
-struct
-    Bucket {  // one layer's weight and bias gradients, reduced together; buckets[0] is the last layer's (DDP's order)
+// One layer's weight and bias gradients, reduced together; buckets[0] is the last layer's (DDP's order too).
+struct Bucket {
     Mlp::Layer* layer = nullptr;
     size_t index = 0;       // the layer's, from 0
     float* host = nullptr;  // host-staged MPI: their pinned copy, weight gradients then bias gradients
@@ -71,7 +69,9 @@ int train(int argc, char** argv) {
         for (cudaEvent_t* e : {&b.grads_ready, &b.staged, &b.reduce_start, &b.reduced}) CUDA_CHECK(cudaEventCreate(e));
     }
     const auto stage = [&](Bucket& b, cudaMemcpyKind kind) {  // host-staged MPI: a bucket's copies, on the comm stream
-        const bool down = kind == cudaMemcpyDeviceToHost;
+        const bool down = kind == cudaMemcpyDeviceToHost;     // (counted in the "bytes moved" line)
+        lesson.ledger.record_copy(down ? CopyDirection::device_to_host : CopyDirection::host_to_device,
+                                  (b.weights + b.biases) * 4, HostMemory::pinned);
         float *weights = b.layer->weight_grad, *biases = b.layer->bias_grad, *host_biases = b.host + b.weights;
         CUDA_CHECK(cudaMemcpyAsync(down ? b.host : weights, down ? weights : b.host, b.weights * 4, kind, comm));
         CUDA_CHECK(cudaMemcpyAsync(down ? host_biases : biases, down ? biases : host_biases, b.biases * 4, kind, comm));
