@@ -70,8 +70,7 @@ int train(int argc, char** argv) {
     }
     const auto stage = [&](Bucket& b, cudaMemcpyKind kind) {  // host-staged MPI: a bucket's copies, on the comm stream
         const bool down = kind == cudaMemcpyDeviceToHost;     // (counted in the "bytes moved" line)
-        lesson.ledger.record_copy(down ? CopyDirection::device_to_host : CopyDirection::host_to_device,
-                                  (b.weights + b.biases) * 4, HostMemory::pinned);
+        lesson.ledger.record_copy(CopyDirection(down), (b.weights + b.biases) * 4, HostMemory::pinned);  // 1: d→h
         float *weights = b.layer->weight_grad, *biases = b.layer->bias_grad, *host_biases = b.host + b.weights;
         CUDA_CHECK(cudaMemcpyAsync(down ? b.host : weights, down ? weights : b.host, b.weights * 4, kind, comm));
         CUDA_CHECK(cudaMemcpyAsync(down ? host_biases : biases, down ? biases : host_biases, b.biases * 4, kind, comm));
@@ -83,6 +82,7 @@ int train(int argc, char** argv) {
     const dp::Step step = [&](const dp::Group& g, const BatchPipeline::DeviceBatch& batch, BatchPipeline& pipeline,
                               PhaseTimer& timer, long step_number, int epoch, int step_in_epoch,
                               dp::ReduceTimes* times) {
+        const cudaStream_t compute = pipeline.compute();  // (the comparison's pipeline has streams of its own)
         const int first = int(long(batch.rows) * g.index / g.ranks);
         const int rows = int(long(batch.rows) * (g.index + 1) / g.ranks) - first;
         dp::fail_if_asked(flags, g.index, step_number);  // the tests' failing rank

@@ -81,6 +81,8 @@ void upload(Mlp& net, const std::vector<std::vector<float>>& parameters, bool ze
              {std::pair{layer.weight_m, w}, {layer.weight_v, w}, {layer.bias_m, b}, {layer.bias_v, b}})
             if (state) CUDA_CHECK(cudaMemset(state, 0, count * sizeof(float)));
     }
+    CUDA_CHECK(cudaDeviceSynchronize());  // cudaMemset is asynchronous, on the legacy stream: the pipeline's streams
+                                          // (non-blocking) would not wait for it
 }
 
 }  // namespace
