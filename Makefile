@@ -25,7 +25,8 @@ help:
 	@echo "The course"
 	@echo "  make run            build, then run the lessons in order and compare them in one table (cuda flavor when"
 	@echo "                      a GPU and nvcc are present, else cpu); ARGS=\"--epochs 1 ...\" are passed to each lesson"
-	@echo "  make lesson N=02    build, then run one lesson (ARGS=\"...\" are passed to it)"
+	@echo "  make lesson N=02    build, then run one lesson (ARGS=\"...\" are passed to it); N=09 runs under mpirun -n RANKS"
+	@echo "                      (default 2)"
 	@echo "  make diff A=01 B=02 what changed from one lesson's main.cu to another's (diff -u)"
 	@echo "  make report         charts and report/README.md (matplotlib) from make run's results, running only missing or"
 	@echo "                      stale lessons (FRESH=1: all; REPORT_BUILD=build/DIR: another tree)"
@@ -172,7 +173,8 @@ else
 	@echo "make run: $(words $(LESSON_NAMES)) lesson$(if $(word 2,$(LESSON_NAMES)),s), $(RUN_FLAVOR) flavor, $(RUN_WHERE)"
 	@bash tools/run_lessons.sh --build build/$(RUN_FLAVOR) --results build/$(RUN_FLAVOR)/results -- $(ARGS)
 	@echo; echo "=== the lessons compared (reports in build/$(RUN_FLAVOR)/results/)"; reports=(); \
-	for name in $(LESSON_NAMES); do reports+=(build/$(RUN_FLAVOR)/results/lesson$$name.json); done; \
+	for name in $(LESSON_NAMES); do report=build/$(RUN_FLAVOR)/results/lesson$$name.json; \
+	  [[ $$name == 09* && ! -f $$report ]] || reports+=("$$report"); done; \
 	python3 tools/compare_lessons.py "$${reports[@]}"
 endif
 
@@ -204,12 +206,21 @@ else
 	  -- $(ARGS)
 endif
 
+# Lesson 09 runs as RANKS processes under mpirun (Open MPI: root needs its two ALLOW_RUN_AS_ROOT variables).
+RANKS ?= 2
+export OMPI_ALLOW_RUN_AS_ROOT := 1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 # N is checked before building too, so that a wrong N does not wait for the build.
 lesson: build/$(RUN_FLAVOR)/CMakeCache.txt
 	@$(call find_lesson,name,$(N),N)
 	cmake --build build/$(RUN_FLAVOR) -j $(JOBS) --target lessons
 	@$(call find_lesson,name,$(N),N); echo "=== lesson$$name: $(RUN_FLAVOR) flavor, $(RUN_WHERE)"; \
-	build/$(RUN_FLAVOR)/lessons/lesson$$name $(ARGS)
+	program=build/$(RUN_FLAVOR)/lessons/lesson$$name; launcher=(); \
+	if [[ $$name == 09* ]]; then \
+	  [ -x "$$program" ] || { echo "lesson$$name was not built: MPI not found (make deps installs Open MPI)" >&2; exit 2; }; \
+	  launcher=(mpirun -n $(RANKS) --oversubscribe); \
+	fi; \
+	"$${launcher[@]}" "$$program" $(ARGS)
 
 # diff exits 1 when the files differ: that is the answer, not an error; 2 (trouble) still fails.
 diff:

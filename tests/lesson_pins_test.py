@@ -48,6 +48,8 @@ CONFIGS = {
     ],
     "08_data_loading": [COMMON_A + " --augment host --workers 3 --compare-steps 2",
                         COMMON_B + " --augment device --compare-steps 0"],
+    # One process (MPI's singleton: no mpirun); its runs with 2 and 4 ranks are tests/data_parallel_test.py's.
+    "09_data_parallel": [COMMON_A + " --compare-steps 2", COMMON_B + " --overlap off --compare-steps 0"],
 }
 
 # Keys whose values are times or depend on the machine: not pinned.

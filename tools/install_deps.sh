@@ -3,10 +3,11 @@
 # Called by `make` before configuring; safe to run again (it installs nothing when everything is there).
 set -euo pipefail
 
+# openmpi-bin libopenmpi-dev: lesson 09 (data parallelism: mpirun, mpi.h); without them that lesson alone is skipped.
 # python3-matplotlib: `make report`'s charts (tools/report.py) and their test. curl: data/download_mnist.sh and its
 # test (a skipped test fails `make test`: tools/ctest_checked.sh).
 packages=(cmake ninja-build g++ make catch2 zlib1g-dev libboost-context-dev libcli11-dev nlohmann-json3-dev python3
-          python3-matplotlib curl)
+          python3-matplotlib curl openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
