@@ -1,19 +1,20 @@
-// lessons/lesson.h — what every lesson repeats, so that a lesson's main.cu is its training loop and little else.
+// lessons/lesson.h — the harness: what every lesson repeats, so that a lesson's main.cu is its CUDA program.
 //
-// defines: Lesson (flags, device check, data, banner, the model's buffers, test-set evaluation, epoch lines, final
-//          tables and JSON), Mlp, ForwardPass, the simple fp32 model of lessons 01–03 (forward_simple,
-//          backward_simple), optimizer_update(), run_lesson().
+// defines: Lesson (flags, device check, data, banner, the fit check, allocate_model(), test-set evaluation, epoch
+//          lines, final tables and JSON), ForwardPass, max_indexable_batch(), run_lesson(). The model itself is
+//          lessons/mlp.h's.
 //
 // A lesson's main.cu:
 //     int train(int argc, char** argv) {
-//         Lesson lesson(argc, argv, "lesson01_naive_fp32", "one line: the idea");   // exits on bad flags/data
-//         Mlp& net = lesson.allocate_model();                          // allocated, initialized, test set uploaded
+//         Lesson lesson(argc, argv, "lesson02_device_normalize", "one line: the idea");  // exits on bad flags/data
+//         Mlp& net = lesson.allocate_model();          // allocated, initialized, test set uploaded (lesson 01
+//                                                      // writes its cudaMallocs out instead)
 //         for (int epoch = 1; epoch <= lesson.options.epochs; ++epoch) {
 //             lesson.timer.begin_epoch(epoch);
 //             ... the lesson's loop: copy, normalize, forward, loss, backward, optimizer, each a timed phase ...
-//             lesson.finish_epoch(epoch, lesson.timer.end_epoch(), loss_sum, forward_simple, stream);
+//             lesson.finish_epoch(epoch, lesson.timer.end_epoch(), loss_sum, net, forward, stream);
 //         }
-//         return lesson.finish();                             // timing and memory tables, JSON
+//         return lesson.finish();                      // timing and memory tables, the weights' checksum, JSON
 //     }
 //     int main(int argc, char** argv) { return run_lesson(train, argc, argv); }
 //
@@ -107,13 +108,14 @@ class Lesson {
     void set_run_label(const std::string& label) { run_label_ = label; }
 
     // The final parameters, for finish()'s checksum, as fp32 (W_1, b_1, W_2, ...): set by a lesson whose model is
-    // not allocate_allocate_model()'s; otherwise finish() reads allocate_allocate_model()'s.
+    // not allocate_model()'s; otherwise finish() reads allocate_model()'s.
     void set_final_parameters(std::vector<std::vector<float>> tensors) { final_parameters_ = std::move(tensors); }
 
-    // How the model's GEMMs run, for each phase's work (common/phase_work.h): fp16 operands on tensor cores (lesson
-    // 05's mixed precision) move half the bytes and are set against the tensor-core peak. Default: fp32, FP32 units.
-    void set_gemm_precision(int element_bytes, bool tensor_cores) {
-        gemm_element_bytes_ = element_bytes, tensor_core_gemms_ = tensor_cores;
+    // Whether the model's GEMMs run in fp16 on tensor cores (lesson 05's precisions but fp32): then each phase's work
+    // (common/phase_work.h) counts 2-byte operands and the MFU is set against the tensor-core peak. Default: fp32 on
+    // the FP32 units.
+    void set_gemms_on_tensor_cores(bool fp16_tensor_cores) {
+        gemm_element_bytes_ = fp16_tensor_cores ? 2 : 4, tensor_core_gemms_ = fp16_tensor_cores;
     }
 
     // The test accuracy finish() reports, for a lesson that evaluates outside finish_epoch (lesson 07's sweep).

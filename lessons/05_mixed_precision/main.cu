@@ -139,7 +139,7 @@ int train(int argc, char** argv) {
     scaler_flags.record_config(lesson);
 
     run_precisions(lesson, precision_flag, [&](Precision p, bool main_run, MemoryLedger& ledger, PhaseTimer& timer) {
-        lesson.set_gemm_precision(p == Precision::fp32 ? 4 : 2, p != Precision::fp32);  // the peak MFU is of
+        lesson.set_gemms_on_tensor_cores(p != Precision::fp32);  // the tables' bytes and peak: fp16 on tensor cores
         if (p == Precision::fp32) return train_run<Mlp>(lesson, p, main_run, ledger, timer, scaling);  // lesson 04's
         if (p == Precision::fp16_pure) return train_run<HalfMlp<__half>>(lesson, p, main_run, ledger, timer, scaling);
         return train_run<HalfMlp<float>>(lesson, p, main_run, ledger, timer, scaling);  // fp32 gradients
