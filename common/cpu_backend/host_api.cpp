@@ -478,6 +478,15 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
     prop->multiProcessorCount = cpu_backend::reported_sm_count();
     prop->maxThreadsPerMultiProcessor = 1024;
     prop->l2CacheSize = 0;
+    // As cudaDeviceGetAttribute reports them (host_api_extra.cpp): one address space, pinned memory mapped.
+    prop->unifiedAddressing = 1;
+    prop->canMapHostMemory = 1;
+    prop->managedMemory = 1;
+    prop->asyncEngineCount = 1;
+    prop->totalConstMem = 65536;
+    prop->regsPerMultiprocessor = 65536;
+    prop->maxBlocksPerMultiProcessor = 32;
+    prop->sharedMemPerMultiprocessor = cpu_backend::kMaxSharedBytes;
     return cudaSuccess;
 }
 
@@ -507,7 +516,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
             *value = 0;
             break;
         default:
-            return record_error(cudaErrorNotSupported);
+            return cpu_backend::more_device_attributes(value, attr);  // host_api_extra.cpp
     }
     return cudaSuccess;
 }
