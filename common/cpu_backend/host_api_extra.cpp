@@ -91,8 +91,7 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_
         fn(user_data);
     return cudaSuccess;
 }
-cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback, void* user_data,
-                                  unsigned flags) {
+cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback, void* user_data, unsigned flags) {
     if (!callback || flags != 0) return record_error(cudaErrorInvalidValue);
     if (cpu_backend::async_mode())
         cpu_backend::enqueue(stream, [stream, callback, user_data] { callback(stream, cudaSuccess, user_data); });
@@ -130,8 +129,7 @@ cudaError_t cudaDeviceCanAccessPeer(int* can_access, int device, int peer) {
     *can_access = 0;
     return cudaSuccess;
 }
-cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned) {
-    (void)peer;
+cudaError_t cudaDeviceEnablePeerAccess(int, unsigned) {
     return record_error(cudaErrorInvalidDevice);
 }
 cudaError_t cudaDeviceDisablePeerAccess(int) {
@@ -169,37 +167,85 @@ cudaError_t cudaCtxResetPersistingL2Cache() {
 namespace cpu_backend {
 cudaError_t more_device_attributes(int* value, cudaDeviceAttr attr) {
     switch (attr) {
-        case cudaDevAttrComputeMode: *value = cudaComputeModeDefault; break;
-        case cudaDevAttrClockRate: *value = 1000000; break;  // kHz: nominal (1 GHz), for helpers that rank GPUs
-        case cudaDevAttrMemoryClockRate: *value = 1000000; break;
-        case cudaDevAttrGlobalMemoryBusWidth: *value = 64; break;
-        case cudaDevAttrMaxBlockDimX: case cudaDevAttrMaxBlockDimY: *value = 1024; break;
-        case cudaDevAttrMaxBlockDimZ: *value = 64; break;
-        case cudaDevAttrMaxGridDimX: *value = 2147483647; break;
-        case cudaDevAttrMaxGridDimY: case cudaDevAttrMaxGridDimZ: *value = 65535; break;
-        case cudaDevAttrMaxRegistersPerBlock: case cudaDevAttrMaxRegistersPerMultiprocessor: *value = 65536; break;
-        case cudaDevAttrTotalConstantMemory: *value = 65536; break;
-        case cudaDevAttrMaxThreadsPerMultiProcessor: *value = 1024; break;
-        case cudaDevAttrMaxBlocksPerMultiprocessor: *value = 32; break;
-        case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *value = int(kMaxSharedBytes); break;
-        case cudaDevAttrL2CacheSize: *value = 0; break;
-        case cudaDevAttrUnifiedAddressing: case cudaDevAttrCanMapHostMemory: case cudaDevAttrManagedMemory:
+        case cudaDevAttrComputeMode:
+            *value = cudaComputeModeDefault;
+            break;
+        case cudaDevAttrClockRate:
+            *value = 1000000;
+            break;  // kHz: nominal (1 GHz), for helpers that rank GPUs
+        case cudaDevAttrMemoryClockRate:
+            *value = 1000000;
+            break;
+        case cudaDevAttrGlobalMemoryBusWidth:
+            *value = 64;
+            break;
+        case cudaDevAttrMaxBlockDimX:
+        case cudaDevAttrMaxBlockDimY:
+            *value = 1024;
+            break;
+        case cudaDevAttrMaxBlockDimZ:
+            *value = 64;
+            break;
+        case cudaDevAttrMaxGridDimX:
+            *value = 2147483647;
+            break;
+        case cudaDevAttrMaxGridDimY:
+        case cudaDevAttrMaxGridDimZ:
+            *value = 65535;
+            break;
+        case cudaDevAttrMaxRegistersPerBlock:
+        case cudaDevAttrMaxRegistersPerMultiprocessor:
+            *value = 65536;
+            break;
+        case cudaDevAttrTotalConstantMemory:
+            *value = 65536;
+            break;
+        case cudaDevAttrMaxThreadsPerMultiProcessor:
+            *value = 1024;
+            break;
+        case cudaDevAttrMaxBlocksPerMultiprocessor:
+            *value = 32;
+            break;
+        case cudaDevAttrMaxSharedMemoryPerMultiprocessor:
+            *value = int(kMaxSharedBytes);
+            break;
+        case cudaDevAttrL2CacheSize:
+            *value = 0;
+            break;
+        case cudaDevAttrUnifiedAddressing:
+        case cudaDevAttrCanMapHostMemory:
+        case cudaDevAttrManagedMemory:
             *value = 1;  // one address space: the host's
             break;
-        case cudaDevAttrAsyncEngineCount: *value = 1; break;
-        case cudaDevAttrGlobalL1CacheSupported: case cudaDevAttrLocalL1CacheSupported: *value = 1; break;
+        case cudaDevAttrAsyncEngineCount:
+        case cudaDevAttrGpuOverlap:
+            *value = 1;
+            break;  // (CUDA_CPU_ASYNC=1)
+        case cudaDevAttrGlobalL1CacheSupported:
+        case cudaDevAttrLocalL1CacheSupported:
+            *value = 1;
+            break;
         // What the backend does not have: concurrent kernels (one grid runs at a time), cooperative launch, host
         // access to managed memory while kernels run, pageable memory access, memory pools, an integrated GPU, ECC,
         // a watchdog, TCC.
-        case cudaDevAttrConcurrentKernels: case cudaDevAttrCooperativeLaunch:
-        case cudaDevAttrConcurrentManagedAccess: case cudaDevAttrPageableMemoryAccess:
-        case cudaDevAttrMemoryPoolsSupported: case cudaDevAttrIntegrated: case cudaDevAttrEccEnabled:
-        case cudaDevAttrKernelExecTimeout: case cudaDevAttrTccDriver: case cudaDevAttrPciBusId:
-        case cudaDevAttrPciDeviceId: case cudaDevAttrPciDomainId: case cudaDevAttrHostNativeAtomicSupported:
+        case cudaDevAttrConcurrentKernels:
+        case cudaDevAttrCooperativeLaunch:
+        case cudaDevAttrConcurrentManagedAccess:
+        case cudaDevAttrPageableMemoryAccess:
+        case cudaDevAttrMemoryPoolsSupported:
+        case cudaDevAttrIntegrated:
+        case cudaDevAttrEccEnabled:
+        case cudaDevAttrKernelExecTimeout:
+        case cudaDevAttrTccDriver:
+        case cudaDevAttrPciBusId:
+        case cudaDevAttrPciDeviceId:
+        case cudaDevAttrPciDomainId:
+        case cudaDevAttrHostNativeAtomicSupported:
         case cudaDevAttrDirectManagedMemAccessFromHost:
             *value = 0;
             break;
-        default: return record_error(cudaErrorNotSupported);
+        default:
+            return record_error(cudaErrorNotSupported);
     }
     return cudaSuccess;
 }

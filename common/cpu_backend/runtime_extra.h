@@ -81,12 +81,13 @@ inline double erfinv(double y) {
     if (w < 5.0L) {
         w -= 2.5L;
         x = ((((2.81022636e-08L * w + 3.43273939e-07L) * w - 3.5233877e-06L) * w - 4.39150654e-06L) * w +
-             0.00021858087L) * w - 0.00125372503L;
+             0.00021858087L) *
+                w -
+            0.00125372503L;
         x = ((x * w - 0.00417768164L) * w + 0.246640727L) * w + 1.50140941L;
     } else {
         w = std::sqrt(w) - 3.0L;
-        x = (((-0.000200214257L * w + 0.000100950558L) * w + 0.00134934322L) * w - 0.00367342844L) * w +
-            0.00573950773L;
+        x = (((-0.000200214257L * w + 0.000100950558L) * w + 0.00134934322L) * w - 0.00367342844L) * w + 0.00573950773L;
         x = ((x * w - 0.0076224613L) * w + 0.00943887047L) * w + 1.00167406L;
         x = x * w + 2.83297682L;
     }
@@ -106,8 +107,8 @@ inline double erfcinv(double y) {
     const long double two_over_sqrt_pi = 1.128379167095512573896158903121545172L;
     for (int i = 0; i < 50; ++i) {
         const long double e = std::erfc(x);
-        const long double step = (std::log(e) - std::log(static_cast<long double>(y))) /
-                                 (-two_over_sqrt_pi * std::exp(-x * x) / e);
+        const long double step =
+            (std::log(e) - std::log(static_cast<long double>(y))) / (-two_over_sqrt_pi * std::exp(-x * x) / e);
         x -= step;
         if (std::fabs(step) <= 1e-18L * x) break;
     }
@@ -287,17 +288,18 @@ inline float __frsqrt_rn(float x) {
 }
 
 // --- IEEE operations with a rounding mode: _rn (nearest), _rz (toward zero), _ru (up), _rd (down) ---------------
-#define CUDA_CPU_ROUNDED_FAMILY(NAME, TYPE, ARITY, EXPRESSION)                                                       \
-    inline TYPE NAME##_rz(CUDA_CPU_PARAMS_##ARITY(TYPE)) {                                                           \
-        return cpu_backend::with_rounding<TYPE>(FE_TOWARDZERO, CUDA_CPU_LAMBDA_##ARITY(EXPRESSION),                  \
-                                                CUDA_CPU_ARGS_##ARITY);                                             \
-    }                                                                                                                \
-    inline TYPE NAME##_ru(CUDA_CPU_PARAMS_##ARITY(TYPE)) {                                                           \
-        return cpu_backend::with_rounding<TYPE>(FE_UPWARD, CUDA_CPU_LAMBDA_##ARITY(EXPRESSION), CUDA_CPU_ARGS_##ARITY); \
-    }                                                                                                                \
-    inline TYPE NAME##_rd(CUDA_CPU_PARAMS_##ARITY(TYPE)) {                                                           \
-        return cpu_backend::with_rounding<TYPE>(FE_DOWNWARD, CUDA_CPU_LAMBDA_##ARITY(EXPRESSION),                    \
-                                                CUDA_CPU_ARGS_##ARITY);                                             \
+#define CUDA_CPU_ROUNDED_FAMILY(NAME, TYPE, ARITY, EXPRESSION)                                      \
+    inline TYPE NAME##_rz(CUDA_CPU_PARAMS_##ARITY(TYPE)) {                                          \
+        return cpu_backend::with_rounding<TYPE>(FE_TOWARDZERO, CUDA_CPU_LAMBDA_##ARITY(EXPRESSION), \
+                                                CUDA_CPU_ARGS_##ARITY);                             \
+    }                                                                                               \
+    inline TYPE NAME##_ru(CUDA_CPU_PARAMS_##ARITY(TYPE)) {                                          \
+        return cpu_backend::with_rounding<TYPE>(FE_UPWARD, CUDA_CPU_LAMBDA_##ARITY(EXPRESSION),     \
+                                                CUDA_CPU_ARGS_##ARITY);                             \
+    }                                                                                               \
+    inline TYPE NAME##_rd(CUDA_CPU_PARAMS_##ARITY(TYPE)) {                                          \
+        return cpu_backend::with_rounding<TYPE>(FE_DOWNWARD, CUDA_CPU_LAMBDA_##ARITY(EXPRESSION),   \
+                                                CUDA_CPU_ARGS_##ARITY);                             \
     }
 #define CUDA_CPU_PARAMS_1(T) T a
 #define CUDA_CPU_PARAMS_2(T) T a, T b
@@ -321,7 +323,7 @@ inline float __fmaf_ieee_rn(float a, float b, float c) {
 }
 CUDA_CPU_ROUNDED_FAMILY(__fadd, float, 2, a + b)
 CUDA_CPU_ROUNDED_FAMILY(__fsub, float, 2, a - b)
-CUDA_CPU_ROUNDED_FAMILY(__fmul, float, 2, a * b)
+CUDA_CPU_ROUNDED_FAMILY(__fmul, float, 2, a* b)
 CUDA_CPU_ROUNDED_FAMILY(__fdiv, float, 2, a / b)
 CUDA_CPU_ROUNDED_FAMILY(__fmaf, float, 3, std::fma(a, b, c))
 CUDA_CPU_ROUNDED_FAMILY(__fmaf_ieee, float, 3, std::fma(a, b, c))
@@ -350,25 +352,25 @@ inline double __fma_rn(double a, double b, double c) {
 }
 CUDA_CPU_ROUNDED_FAMILY(__dadd, double, 2, a + b)
 CUDA_CPU_ROUNDED_FAMILY(__dsub, double, 2, a - b)
-CUDA_CPU_ROUNDED_FAMILY(__dmul, double, 2, a * b)
+CUDA_CPU_ROUNDED_FAMILY(__dmul, double, 2, a* b)
 CUDA_CPU_ROUNDED_FAMILY(__ddiv, double, 2, a / b)
 CUDA_CPU_ROUNDED_FAMILY(__drcp, double, 1, 1.0 / a)
 CUDA_CPU_ROUNDED_FAMILY(__dsqrt, double, 1, std::sqrt(a))
 CUDA_CPU_ROUNDED_FAMILY(__fma, double, 3, std::fma(a, b, c))
 
 // --- conversions: float/double to integers (saturating), integers to float/double (rounded as named) -----------
-#define CUDA_CPU_TO_INTEGER(FROM, FROM_TYPE, TO, TO_TYPE)                                                            \
-    inline TO_TYPE __##FROM##2##TO##_rn(FROM_TYPE x) {                                                               \
-        return cpu_backend::saturate_to<TO_TYPE>(std::nearbyint((long double)x));                                    \
-    }                                                                                                                \
-    inline TO_TYPE __##FROM##2##TO##_rz(FROM_TYPE x) {                                                               \
-        return cpu_backend::saturate_to<TO_TYPE>(std::trunc((long double)x));                                       \
-    }                                                                                                                \
-    inline TO_TYPE __##FROM##2##TO##_ru(FROM_TYPE x) {                                                               \
-        return cpu_backend::saturate_to<TO_TYPE>(std::ceil((long double)x));                                        \
-    }                                                                                                                \
-    inline TO_TYPE __##FROM##2##TO##_rd(FROM_TYPE x) {                                                               \
-        return cpu_backend::saturate_to<TO_TYPE>(std::floor((long double)x));                                       \
+#define CUDA_CPU_TO_INTEGER(FROM, FROM_TYPE, TO, TO_TYPE)                         \
+    inline TO_TYPE __##FROM##2##TO##_rn(FROM_TYPE x) {                            \
+        return cpu_backend::saturate_to<TO_TYPE>(std::nearbyint((long double)x)); \
+    }                                                                             \
+    inline TO_TYPE __##FROM##2##TO##_rz(FROM_TYPE x) {                            \
+        return cpu_backend::saturate_to<TO_TYPE>(std::trunc((long double)x));     \
+    }                                                                             \
+    inline TO_TYPE __##FROM##2##TO##_ru(FROM_TYPE x) {                            \
+        return cpu_backend::saturate_to<TO_TYPE>(std::ceil((long double)x));      \
+    }                                                                             \
+    inline TO_TYPE __##FROM##2##TO##_rd(FROM_TYPE x) {                            \
+        return cpu_backend::saturate_to<TO_TYPE>(std::floor((long double)x));     \
     }
 CUDA_CPU_TO_INTEGER(float, float, int, int)
 CUDA_CPU_TO_INTEGER(float, float, uint, unsigned)
@@ -380,10 +382,10 @@ CUDA_CPU_TO_INTEGER(double, double, ll, long long)
 CUDA_CPU_TO_INTEGER(double, double, ull, unsigned long long)
 #undef CUDA_CPU_TO_INTEGER
 
-#define CUDA_CPU_TO_FLOATING(FROM, FROM_TYPE, TO, TO_TYPE)                                                           \
-    inline TO_TYPE __##FROM##2##TO##_rn(FROM_TYPE x) {                                                               \
-        return static_cast<TO_TYPE>(x);                                                                              \
-    }                                                                                                                \
+#define CUDA_CPU_TO_FLOATING(FROM, FROM_TYPE, TO, TO_TYPE) \
+    inline TO_TYPE __##FROM##2##TO##_rn(FROM_TYPE x) {     \
+        return static_cast<TO_TYPE>(x);                    \
+    }                                                      \
     CUDA_CPU_ROUNDED_FAMILY(__##FROM##2##TO, TO_TYPE, 1, static_cast<TO_TYPE>(a))
 // (the _rz/_ru/_rd lambdas take FROM_TYPE through `auto`: the conversion itself is what is rounded)
 #undef CUDA_CPU_PARAMS_1
@@ -532,15 +534,15 @@ inline unsigned long long ullmax(unsigned long long a, unsigned long long b) {
 }
 
 // --- the atomics runtime.h does not have -------------------------------------------------------------------------
-#define CUDA_CPU_ATOMIC_BITWISE(NAME, BUILTIN)                                                                       \
-    inline int NAME(int* address, int value) {                                                                       \
-        return BUILTIN(address, value, __ATOMIC_RELAXED);                                                            \
-    }                                                                                                                \
-    inline unsigned NAME(unsigned* address, unsigned value) {                                                        \
-        return BUILTIN(address, value, __ATOMIC_RELAXED);                                                            \
-    }                                                                                                                \
-    inline unsigned long long NAME(unsigned long long* address, unsigned long long value) {                          \
-        return BUILTIN(address, value, __ATOMIC_RELAXED);                                                            \
+#define CUDA_CPU_ATOMIC_BITWISE(NAME, BUILTIN)                                              \
+    inline int NAME(int* address, int value) {                                              \
+        return BUILTIN(address, value, __ATOMIC_RELAXED);                                   \
+    }                                                                                       \
+    inline unsigned NAME(unsigned* address, unsigned value) {                               \
+        return BUILTIN(address, value, __ATOMIC_RELAXED);                                   \
+    }                                                                                       \
+    inline unsigned long long NAME(unsigned long long* address, unsigned long long value) { \
+        return BUILTIN(address, value, __ATOMIC_RELAXED);                                   \
     }
 CUDA_CPU_ATOMIC_BITWISE(atomicAnd, __atomic_fetch_and)
 CUDA_CPU_ATOMIC_BITWISE(atomicOr, __atomic_fetch_or)
@@ -612,6 +614,44 @@ template <typename... KernelParams>
 cudaError_t cudaFuncSetCacheConfig(void (*)(KernelParams...), cudaFuncCache) {
     return cudaSuccess;  // a cache-size preference: nothing to prefer on the CPU
 }
+// The block size with the most resident threads per SM by cudaOccupancyMaxActiveBlocksPerMultiprocessor's estimate
+// (threads and shared memory), and the grid that fills every SM with it: cuda_runtime.h's search, in steps of a warp.
+template <typename SharedBytesOfBlockSize, typename Kernel>
+cudaError_t cudaOccupancyMaxPotentialBlockSizeVariableSMem(int* min_grid_size, int* block_size, Kernel kernel,
+                                                           SharedBytesOfBlockSize shared_bytes_of,
+                                                           int block_size_limit = 0, unsigned = 0) {
+    if (!min_grid_size || !block_size) return cudaErrorInvalidValue;
+    const int limit = block_size_limit > 0 && block_size_limit < 1024 ? block_size_limit : 1024;
+    int best_threads = 0, best_size = 0, best_blocks = 0;
+    for (int size = (limit + 31) / 32 * 32; size > 0; size -= 32) {
+        const int threads = size < limit ? size : limit;
+        int blocks = 0;
+        if (const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads,
+                                                                                size_t(shared_bytes_of(threads)));
+            e != cudaSuccess)
+            return e;
+        if (blocks * threads > best_threads) best_threads = blocks * threads, best_size = threads, best_blocks = blocks;
+    }
+    int sm_count = 0;
+    if (const cudaError_t e = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0); e != cudaSuccess)
+        return e;
+    *block_size = best_size;
+    *min_grid_size = best_blocks * sm_count;
+    return cudaSuccess;
+}
+template <typename Kernel>
+cudaError_t cudaOccupancyMaxPotentialBlockSize(int* min_grid_size, int* block_size, Kernel kernel,
+                                               size_t shared_bytes = 0, int block_size_limit = 0) {
+    return cudaOccupancyMaxPotentialBlockSizeVariableSMem(
+        min_grid_size, block_size, kernel, [shared_bytes](int) { return shared_bytes; }, block_size_limit);
+}
+template <typename Kernel>
+cudaError_t cudaOccupancyMaxPotentialBlockSizeWithFlags(int* min_grid_size, int* block_size, Kernel kernel,
+                                                        size_t shared_bytes = 0, int block_size_limit = 0,
+                                                        unsigned = 0) {
+    return cudaOccupancyMaxPotentialBlockSize(min_grid_size, block_size, kernel, shared_bytes, block_size_limit);
+}
+
 namespace cpu_backend {
 // cudaDeviceGetAttribute's attributes beyond the ones host_api.cpp answers itself (host_api_extra.cpp).
 cudaError_t more_device_attributes(int* value, cudaDeviceAttr attr);

@@ -18,14 +18,20 @@ void check(T result, char const* const func, const char* const file, int const l
 #endif
 
 #ifndef __CUDACC__
-inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }  // nvcc defines __CUDACC__: this is not compiled
+inline float rsqrtf(float x) {
+    return 1.0f / sqrtf(x);
+}  // nvcc defines __CUDACC__: this is not compiled
 #endif
 
 #define CHECKS 40
 
-__device__ int bits_of(float x) { return __float_as_int(x); }
+__device__ int bits_of(float x) {
+    return __float_as_int(x);
+}
 // GPU approximations are within a few ulp: compare with a tolerance where CUDA does not promise exactness.
-__device__ bool near(float a, float b) { return fabsf(a - b) < 1e-6f; }
+__device__ bool near(float a, float b) {
+    return fabsf(a - b) < 1e-6f;
+}
 
 __global__ void math_api(int* ok, unsigned* word) {
     int k = 0;
@@ -70,8 +76,8 @@ __global__ void math_api(int* ok, unsigned* word) {
     const float inf = __int_as_float(0x7f800000), nan = __int_as_float(0x7fc00000);
     ok[k++] = isinf(inf) && isnan(nan) && !isfinite(nan) && isfinite(1.0f) && signbit(-0.0f) && !signbit(0.0f);
     // double precision
-    ok[k++] = sinpi(0.5) == 1.0 && cospi(1.0) == -1.0 && fabs(rsqrt(4.0) - 0.5) < 1e-15 &&
-              fabs(normcdf(0.0) - 0.5) < 1e-15;
+    ok[k++] =
+        sinpi(0.5) == 1.0 && cospi(1.0) == -1.0 && fabs(rsqrt(4.0) - 0.5) < 1e-15 && fabs(normcdf(0.0) - 0.5) < 1e-15;
     ok[k++] = fabs(erfinv(erf(0.75)) - 0.75) < 1e-14 && fabs(normcdfinv(0.5)) < 1e-15;
     ok[k++] = __dadd_rz(1.0, 1e-20) == 1.0 && __dadd_ru(1.0, 1e-20) > 1.0 && __fma_rn(2.0, 3.0, 1.0) == 7.0;
     while (k < CHECKS) ok[k++] = 1;

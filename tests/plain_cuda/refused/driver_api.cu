@@ -3,7 +3,9 @@
 #include <cuda.h>
 #include <cstdio>
 
-__global__ void scale(float* x, float a) { x[threadIdx.x] *= a; }
+__global__ void scale(float* x, float a) {
+    x[threadIdx.x] *= a;
+}
 
 int main() {
     CUdevice device;
