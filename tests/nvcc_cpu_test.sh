@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/nvcc_cpu_test.sh BUILD_DIR — tools/nvcc-cpu on plain CUDA files (tests/plain_cuda/, written as public
 # kernel-exercise repositories write them): each compiles unmodified, runs and validates against its CPU reference;
-# the must-fail cases stop with the fault they should; CUDA's libraries are refused by name.
+# the must-fail cases stop with the fault they should; CUDA's libraries are refused by name, and so, in one line, are the
+# driver API and textures (tests/plain_cuda/refused/).
 set -uo pipefail
 build=$(cd "$1" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
@@ -49,6 +50,20 @@ if [ "$status" -ne 0 ] && grep -qF "cuBLAS is not available on the CPU backend" 
 else
     echo "$output"; fail "-lcublas was not refused by name"
 fi
+
+# What the CPU backend does not have: refused with one line naming the feature, nothing built (tests/plain_cuda/refused/).
+expect_refusal() {  # FILE, then the feature the line must name
+    local output status
+    output=$("$driver" "$here/plain_cuda/refused/$1.cu" -o "$scratch/refused_$1" 2>&1); status=$?
+    if [ "$status" -ne 0 ] && [ "$(wc -l <<<"$output")" -eq 1 ] && grep -qF "uses $2" <<<"$output" \
+        && grep -q "^nvcc-cpu: .*$1.cu: " <<<"$output" && [ ! -e "$scratch/refused_$1" ]; then
+        echo "ok: $1 refused in one line: $output" | cut -c1-200
+    else
+        echo "$output" | head -20; fail "$1: expected one line naming '$2' (exit status $status)"
+    fi
+}
+expect_refusal driver_api "the CUDA driver API (cuInit"
+expect_refusal texture_object "textures (tex2D)"
 
 # A launch the translator cannot read: one message naming the file and line, no compiler noise.
 printf '__global__ void k() {}\nint main() {\n    k<<<1, 1>>>;\n}\n' >"$scratch/broken.cu"

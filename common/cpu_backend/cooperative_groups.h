@@ -16,7 +16,9 @@
 //                           every thread of the group (a butterfly of shfl_xor over a tile)
 //   grid_group              this_grid(): sync() needs a cooperative launch (cudaLaunchCooperativeKernel), which the
 //                           backend does not run: it stops with a kernel fault naming it
-// Not here (a compile error names them): tiled_partition(group, n) with a run-time size, labeled_partition,
+//   thread_group            a thread_block or tile as one type; tiled_partition(group, n) with a run-time n (a
+//                           power of two up to 32): sync, thread_rank, num_threads/size, meta_group_rank/size
+// Not here (a compile error names them): tiled_partition(group, n) with n > 32, labeled_partition,
 // binary_partition, multi-grid and cluster groups, memcpy_async / wait, invoke_one, reduce_update_async.
 #pragma once
 
@@ -115,6 +117,50 @@ thread_block_tile<N, Parent> tiled_partition(const Parent&) {
 template <unsigned N, typename Parent>
 void sync(const thread_block_tile<N, Parent>& tile) {
     tile.sync();
+}
+
+// A group whose kind is known only at run time: a thread_block, a thread_block_tile<N> converted to it, or
+// tiled_partition(group, size) with a run-time size (a power of two up to 32, no larger than the parent). Its sync
+// is the block's barrier or the tile's __syncwarp, as for the typed groups.
+class thread_group {
+  public:
+    thread_group(const thread_block&) : tile_(0) {}
+    template <unsigned N, typename Parent>
+    thread_group(const thread_block_tile<N, Parent>&) : tile_(N) {}
+    void sync() const {
+        if (tile_ == 0)
+            __syncthreads();
+        else
+            __syncwarp(mask());
+    }
+    unsigned long long thread_rank() const {
+        return tile_ == 0 ? details::block_thread_rank() : details::block_thread_rank() % tile_;
+    }
+    unsigned long long num_threads() const { return tile_ == 0 ? details::block_thread_count() : tile_; }
+    unsigned long long size() const { return num_threads(); }
+    unsigned meta_group_rank() const { return tile_ == 0 ? 0 : details::block_thread_rank() / tile_; }
+    unsigned meta_group_size() const { return tile_ == 0 ? 1 : (details::block_thread_count() + tile_ - 1) / tile_; }
+
+  private:
+    friend thread_group tiled_partition(const thread_group& parent, unsigned tile_size);
+    explicit thread_group(unsigned tile) : tile_(tile) {}
+    unsigned mask() const {
+        const unsigned first_lane = details::block_thread_rank() % 32 / tile_ * tile_;
+        return (tile_ == 32 ? 0xffffffffu : ((1u << tile_) - 1u)) << first_lane;
+    }
+    unsigned tile_;  // 0: the whole block
+};
+
+inline thread_group tiled_partition(const thread_group& parent, unsigned tile_size) {
+    if (tile_size == 0 || tile_size > 32 || !std::has_single_bit(tile_size) || tile_size > parent.num_threads())
+        cpu_backend::kernel_fault(
+            "cooperative_groups::tiled_partition(group, size): the CPU backend takes a size that is a power of two "
+            "from 1 to 32, no larger than the parent group");
+    return thread_group(tile_size);
+}
+
+inline void sync(const thread_group& group) {
+    group.sync();
 }
 
 // The lanes of the warp that are running this code together (__activemask), ranked in lane order.

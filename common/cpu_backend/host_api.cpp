@@ -19,6 +19,7 @@
 #include <cstring>
 #include <memory>
 #include <map>
+#include <set>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -139,6 +140,7 @@ struct Memory {
     size_t used = 0;
     std::map<const char*, DeviceAllocation> device;  // start → allocation, ordered so an address can be found
     std::map<const char*, size_t> pinned;            // cudaHostAlloc'd: start → bytes
+    std::set<const char*> registered;                // of those, cudaHostRegister'd (the program's own memory)
     Memory() {
         const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
         if (pages > 0 && page > 0) capacity = default_device_capacity(size_t(pages) * size_t(page));
@@ -478,6 +480,15 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
     prop->multiProcessorCount = cpu_backend::reported_sm_count();
     prop->maxThreadsPerMultiProcessor = 1024;
     prop->l2CacheSize = 0;
+    // As cudaDeviceGetAttribute reports them (host_api_extra.cpp): one address space, pinned memory mapped.
+    prop->unifiedAddressing = 1;
+    prop->canMapHostMemory = 1;
+    prop->managedMemory = 1;
+    prop->asyncEngineCount = 1;
+    prop->totalConstMem = 65536;
+    prop->regsPerMultiprocessor = 65536;
+    prop->maxBlocksPerMultiProcessor = 32;
+    prop->sharedMemPerMultiprocessor = cpu_backend::kMaxSharedBytes;
     return cudaSuccess;
 }
 
@@ -507,7 +518,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
             *value = 0;
             break;
         default:
-            return record_error(cudaErrorNotSupported);
+            return cpu_backend::more_device_attributes(value, attr);  // host_api_extra.cpp
     }
     return cudaSuccess;
 }
@@ -597,8 +608,30 @@ cudaError_t cudaFreeHost(void* ptr) {
     if (cpu_backend::async_mode()) cpu_backend::synchronize_device();
     auto& m = cpu_backend::memory();
     std::lock_guard lock(m.mutex);
+    if (m.registered.count(static_cast<const char*>(ptr))) return record_error(cudaErrorInvalidValue);
     if (m.pinned.erase(static_cast<const char*>(ptr)) == 0) return record_error(cudaErrorInvalidValue);
     std::free(ptr);
+    return cudaSuccess;
+}
+
+// cudaHostRegister pins the program's own memory: kernels may then take pointers into it, as into cudaHostAlloc's
+// (the backend's checks treat it as pinned), until cudaHostUnregister.
+cudaError_t cudaHostRegister(void* ptr, size_t bytes, unsigned int) {
+    if (!ptr || bytes == 0) return record_error(cudaErrorInvalidValue);
+    if (cpu_backend::is_pinned_range(ptr, 1) || cpu_backend::is_device_address(ptr))
+        return record_error(cudaErrorHostMemoryAlreadyRegistered);
+    auto& m = cpu_backend::memory();
+    std::lock_guard lock(m.mutex);
+    m.pinned.emplace(static_cast<const char*>(ptr), bytes);
+    m.registered.insert(static_cast<const char*>(ptr));
+    return cudaSuccess;
+}
+cudaError_t cudaHostUnregister(void* ptr) {
+    if (cpu_backend::async_mode()) cpu_backend::synchronize_device();  // queued copies may still use it
+    auto& m = cpu_backend::memory();
+    std::lock_guard lock(m.mutex);
+    if (m.registered.erase(static_cast<const char*>(ptr)) == 0) return record_error(cudaErrorHostMemoryNotRegistered);
+    m.pinned.erase(static_cast<const char*>(ptr));
     return cudaSuccess;
 }
 

@@ -681,7 +681,9 @@ inline std::common_type_t<A, B> max(A a, B b) {
     else
         return T(a) > T(b) ? T(a) : T(b);
 }
-// expf, logf, fmaxf, sqrtf, fmaf, ... come from <math.h> in the global namespace, as in device code.
+// expf, logf, fmaxf, sqrtf, fmaf, ... come from <math.h> in the global namespace, as in device code; the rest of
+// CUDA's math API, integer intrinsics, atomics and host calls from runtime_extra.h.
+#include "common/cpu_backend/runtime_extra.h"
 
 #if __has_include("common/cpu_backend/fp16_host.h")
 #include "common/cpu_backend/fp16_host.h"  // __hfma, hsqrt, hexp, ...: what cuda_fp16.h lacks on the host
