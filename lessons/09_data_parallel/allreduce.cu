@@ -268,7 +268,10 @@ void sum_device_counter(int* device_counter, MPI_Comm comm, cudaStream_t stream)
     CUDA_CHECK(cudaStreamSynchronize(stream));
     CUDA_CHECK(cudaMemcpy(&value, device_counter, sizeof value, cudaMemcpyDeviceToHost));
     allreduce_sum(&value, 1, MPI_INT, comm, "the epoch's correct count");
-    CUDA_CHECK(cudaMemcpy(device_counter, &value, sizeof value, cudaMemcpyHostToDevice));
+    // On `stream`, whose kernels read the counter next: a synchronous cudaMemcpy from pageable memory may return
+    // before its copy has landed, and a non-blocking stream does not wait for it (CUDA_CPU_ASYNC=late caught that).
+    CUDA_CHECK(cudaMemcpyAsync(device_counter, &value, sizeof value, cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));  // `value` is this function's: the copy is done with it on return
 }
 
 bool mpi_is_cuda_aware() {
