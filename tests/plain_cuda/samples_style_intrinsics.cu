@@ -2,7 +2,8 @@
 // relying on what nvcc gives every .cu file (<cuda_runtime.h> and the C headers it pulls in: exit, memset), a helper
 // that defines its error-checking macro only `#ifdef __CUDA_RUNTIME_H__` (as Common/helper_cuda.h does), a host
 // fallback `#ifndef __CUDACC__` (as Common/helper_math.h has), and CUDA's math API and integer intrinsics called from
-// a kernel, each checked against its documented value. tests/nvcc_cpu_test.sh compiles it with tools/nvcc-cpu, unmodified, and runs it.
+// a kernel, each checked against its documented value. tests/nvcc_cpu_test.sh compiles it with tools/nvcc-cpu,
+// unmodified, and runs it.
 
 #include <cstdio>
 
