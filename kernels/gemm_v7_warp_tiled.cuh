@@ -15,8 +15,10 @@
 //             FMAs per read      16                          21.3
 //             distinct bytes     (16 + 128)·4 = 576          (64 + 64)·4 = 512   (twice the FMAs: 0.28 → 0.125 B/FMA)
 //           So the shared-memory traffic per multiply-add falls: a float4 read is 4 wavefronts (a quarter-warp each),
-//           16 per 2048 FMAs in step 6 and 24 per 4096 here, 1/128 → 3/512 per FMA (the counting build checks both:
-//           tests/test_access_counters.cu), and each lane's 8 + 16 operands feed 128 FMAs from registers.
+//           or 2 when lanes pair up on one address (the counting build's rule, common/cpu_backend/README.md): 12 per
+//           2048 FMAs in step 6 (2 of its 4 reads pair up) and 20 per 4096 here (the 2 A reads pair up), 3/512 →
+//           5/1024 per FMA, 5/6 of step 6's (the counting build checks both: tests/test_access_counters.cu); each
+//           lane's 8 + 16 operands feed 128 FMAs from registers.
 //           That is where a block tile's time goes once the loads overlap the math (step 6): issuing shared-memory
 //           reads and FMAs from the same warps. The block has 128 threads, not 256: the same 128×128 tile, twice
 //           the outputs per thread.
