@@ -1,6 +1,7 @@
 // lessons/09_data_parallel/scaling_comparison.cu — see scaling_comparison.h.
 #include "lessons/09_data_parallel/scaling_comparison.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -88,6 +89,7 @@ void upload(Mlp& net, const std::vector<std::vector<float>>& parameters, bool ze
 
 void print_scaling_comparison(Lesson& lesson, Mlp& net, const std::vector<std::vector<float>>& initial, int steps,
                               const Group& world_group, cudaStream_t stream, const Step& step) {
+    steps = int(std::min<size_t>(size_t(steps), lesson.batches_per_epoch()));  // the runs read one epoch's batches
     CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<std::vector<float>> final_parameters = download_parameters(lesson.ledger, net);
     const Lesson::EvaluateBatch evaluate = [&](const uint8_t* pixels, const uint8_t* labels, int rows, int* correct,
