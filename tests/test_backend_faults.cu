@@ -276,9 +276,14 @@ TEST_CASE("must fail: a warp whose lanes wait at different collectives aborts", 
 
 TEST_CASE("must fail: a cp.async source written before the wait that retires its copy aborts",
           "[backend][must-fail][tensor-core]") {
-    expect_kernel_fault([] { launch(cp_async_source_written<true>, 1, 32, 0, 0, fault_buffer(), fault_buffer()); },
-                        "was written after the copy was issued and before cp_async_wait retired its group",
-                        "test_backend_faults.cu:" + std::to_string(kEarlySourceWriteLine));
+    expect_kernel_fault(
+        [] {
+            float* data = nullptr;  // 32 threads × 16 bytes (fault_buffer's 256 bytes are half of it)
+            CUDA_CHECK(cudaMalloc(&data, 32 * 4 * sizeof(float)));
+            launch(cp_async_source_written<true>, 1, 32, 0, 0, data, fault_buffer());
+        },
+        "was written after the copy was issued and before cp_async_wait retired its group",
+        "test_backend_faults.cu:" + std::to_string(kEarlySourceWriteLine));
     std::vector<float> values(32 * 4);
     for (size_t i = 0; i < values.size(); ++i) values[i] = float(i);
     DeviceBuffer<float> data(values), out(32);
