@@ -180,8 +180,8 @@ int train(int argc, char** argv) {
         if (status != cudaErrorMemoryAllocation) CUDA_CHECK(status);  // anything else is a real error
         cudaGetLastError();                                           // clear the expected one
         if (buffer != nullptr) CUDA_CHECK(cudaFree(buffer));
-        std::printf("batch %d would need %s (%s free): cudaMalloc returns %s\n\n", first_too_big,
-                    format_bytes(bytes).c_str(), format_bytes(free_bytes).c_str(), cudaGetErrorName(status));
+        std::printf("batch %d would need %zu bytes, %zu are free: cudaMalloc returns %s\n\n", first_too_big, bytes,
+                    free_bytes, cudaGetErrorName(status));
         std::fflush(stdout);
     }
     const TrainAt train_one = [&](int batch, long n, double lr, MemoryLedger& ledger, PhaseTimer& timer,
