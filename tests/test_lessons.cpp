@@ -173,7 +173,7 @@ TEST_CASE("lessons: 04 with every GEMM step follows lesson 03, and one step twic
     REQUIRE(simple.exit_code == 0);
     const double want = simple.report["epochs"][1]["train_loss"];
     for (int v = 1; v <= kGemmVersionCount; ++v) {
-        char name[8];
+        char name[16];  // "v" and any int
         std::snprintf(name, sizeof name, "v%d", v);  // (not "v" + to_string: g++ 12 warns -Wrestrict on that)
         const std::string step = name;
         const Run fast = run(scratch, "lessons/lesson04_fast_kernels", data + kQuick + " --gemm " + step, step);
