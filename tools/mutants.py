@@ -10,7 +10,7 @@ behind a loader thread that synchronizes on the copy cannot lose deterministical
 and the file is put back (also on Ctrl-C). A mutant is *caught* when a test fails (or the build refuses it), and
 *escaped* when every test passes: an escape is a hole in the suite. Prints one line per mutant and a summary; exits
 1 if any escaped. Slow (a rebuild per mutant: minutes each on 2 cores), so not in CI; its last result is in the
-README's Tests section.
+tests/README.md ("The suite's own mutation check").
 """
 
 import os
