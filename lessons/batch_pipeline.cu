@@ -7,8 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "common/reference_mlp.h"  // epoch_order: the batch order the reference trainer uses
-#include "kernels/gather_rows.cuh"
+#include "common/reference_mlp.h"             // epoch_order: the batch order the reference trainer uses
 #include "kernels/softmax_cross_entropy.cuh"  // accumulate_loss
 
 namespace {
@@ -43,8 +42,9 @@ BatchPipeline::BatchPipeline(Lesson& lesson, MemoryLedger& ledger, PhaseTimer& t
     for (cudaEvent_t& event : copied_) CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     for (int s = 0; s < kSlots; ++s) CUDA_CHECK(cudaEventCreateWithFlags(&consumed_[s], cudaEventDisableTiming));
     try {
-        if (resident_) {
-            upload_training_set();
+        if (resident_) {  // lesson 03's --resident: uploaded once, and the epoch's order is its buffer
+            resident_set_.emplace(ledger_, train_, compute_);
+            order_on_device_ = resident_set_->order;
         } else {
             if (samples_on_device_) {
                 order_on_device_ =
@@ -58,16 +58,6 @@ BatchPipeline::BatchPipeline(Lesson& lesson, MemoryLedger& ledger, PhaseTimer& t
         release_streams_and_events();
         throw;
     }
-}
-
-void BatchPipeline::upload_training_set() {
-    resident_pixels_ =
-        ledger_.allocate<uint8_t>(MemoryCategory::input_staging, "training set pixels", train_.images.size());
-    resident_labels_ = ledger_.allocate<uint8_t>(MemoryCategory::input_staging, "training set labels", train_.count);
-    order_on_device_ = ledger_.allocate<uint32_t>(MemoryCategory::input_staging, "epoch order", train_.count);
-    ledger_.copy_to_device(resident_pixels_, train_.images.data(), train_.images.size(), compute_);
-    ledger_.copy_to_device(resident_labels_, train_.labels.data(), train_.count, compute_);
-    CUDA_CHECK(cudaStreamSynchronize(compute_));  // the sources are pageable vectors: done before going on
 }
 
 BatchPipeline::~BatchPipeline() {
@@ -157,8 +147,8 @@ BatchPipeline::DeviceBatch BatchPipeline::wait_for_batch(size_t b) {
     if (order_on_device_ != nullptr) batch.samples = order_on_device_ + b * size_t(batch_);
     if (resident_) {  // the batch is gathered on the device, from the resident training set, in the epoch's order
         auto t = timer_.scope(Phase::normalize, compute_);
-        gather_rows(resident_pixels_, resident_labels_, order_on_device_, b * size_t(batch_), batch.rows, kMnistPixels,
-                    slot_pixels(batch.slot), slot_labels(batch.slot), compute_);
+        resident_set_->gather(b * size_t(batch_), batch.rows, slot_pixels(batch.slot), slot_labels(batch.slot),
+                              compute_);
         return batch;
     }
     // Rule 3: the kernels read slot s only after its copy (the stall is timed).

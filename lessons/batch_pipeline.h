@@ -20,7 +20,7 @@
 //                      data.prefetch_next(b);                             // batch b+1's copy queued now
 //
 // --resident (lesson 04; lesson 03 writes it out): the uint8 training set lives on the device; no loader and no per-batch copy:
-// wait_for_batch gathers the batch there (gather_rows, timed with `normalize`) from the epoch's order, which is
+// wait_for_batch gathers the batch there (ResidentTrainingSet::gather, timed with `normalize`) from the epoch's order, which is
 // all that crosses PCIe (4 bytes per image).
 #pragma once
 
@@ -101,7 +101,6 @@ class BatchPipeline {
   private:
     void prefetch(const BatchLoader::Batch& batch);  // rules 1 and 2
     BatchLoader::Batch next_from_loader();           // the host waits for the loader (timed as host)
-    void upload_training_set();                      // --resident
     void release_streams_and_events();               // the destructor's, and a failed constructor's
     int rows_of(size_t b) const;
     uint8_t* slot_pixels(int s) const { return device_pixels_ + size_t(s) * batch_ * kMnistPixels; }
@@ -121,11 +120,10 @@ class BatchPipeline {
     // slot d are done (rule 1). One host slot per batch in flight: more than kSlots with several workers.
     std::vector<cudaEvent_t> copied_;
     cudaEvent_t consumed_[kSlots] = {};
-    std::optional<BatchLoader> loader_;   // declared after the events it waits on: destroyed first (and explicitly)
-    uint8_t* resident_pixels_ = nullptr;  // --resident: the training set on the device
-    uint8_t* resident_labels_ = nullptr;
-    uint32_t* order_on_device_ = nullptr;  // --resident, samples_on_device: the epoch's order
-    size_t batches_ = 0;                   // batches read this epoch
+    std::optional<BatchLoader> loader_;  // declared after the events it waits on: destroyed first (and explicitly)
+    std::optional<ResidentTrainingSet> resident_set_;  // --resident: the training set on the device (lesson 03's)
+    uint32_t* order_on_device_ = nullptr;              // --resident, samples_on_device: the epoch's order
+    size_t batches_ = 0;                               // batches read this epoch
     uint64_t image_bytes_ = 0;
     bool read_done_[kSlots] = {true, true};  // done_reading() since the slot's last copy (checked by prefetch)
     int host_slot_of_[kSlots] = {0, 0};      // the host slot device slot d was last copied from (its copied_ event)
