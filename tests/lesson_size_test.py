@@ -3,6 +3,7 @@
 limits do not creep back:
 
   * every lesson's main.cu has at most 220 lines, lesson 07's at most 200;
+  * every lesson's main.cu names itself after its folder (lessonNN_name: its banner and its JSON report);
   * every lesson's main.cu launches a kernel (`<<<`), and lessons 01–03 make their copies with cudaMemcpy* in it;
   * `make diff` of neighbours (diff -u of the two main.cu) changes at most 150 lines, and so do 04 → 08 and 04 → 09
     (lessons 08 and 09 build on lesson 04, not on the lesson before them).
@@ -62,6 +63,8 @@ def main():
         print(f"{lesson}/main.cu: {count} lines (limit {limit})")
         if count > limit:
             failures.append(f"{lesson}/main.cu has {count} lines (limit {limit})")
+        if f'"lesson{lesson}"' not in text:  # the banner's and the JSON report's name (lesson 02 once said 01's)
+            failures.append(f"{lesson}/main.cu does not name itself \"lesson{lesson}\"")
         if "<<<" not in text:
             failures.append(f"{lesson}/main.cu launches no kernel itself (no <<<)")
         if number in ("01", "02", "03") and not re.search(r"\bcudaMemcpy(Async)?\(", text):

@@ -65,8 +65,8 @@ void backward(Mlp& net, int rows, cudaStream_t stream) {
 }
 
 int train(int argc, char** argv) {
-    Lesson lesson(argc, argv, "lesson01_naive_fp32",
-                  "naive fp32: images normalized to float on the host, then copied (4 bytes per pixel)");
+    Lesson lesson(argc, argv, "lesson02_device_normalize",
+                  "copy the raw uint8 pixels, normalize on the device (1 byte per pixel over PCIe)");
     const TrainOptions& o = lesson.options;
     const MnistSplit& train_set = lesson.data.train;
     MemoryLedger& ledger = lesson.ledger;
