@@ -1,16 +1,10 @@
-// lessons/06_activation_checkpointing/main.cu — Lesson 06: activation checkpointing. Lesson 05's pipeline (mixed
-// precision, tensor cores, loss scaling, pinned prefetched copies) on a deeper model; what changes is which
-// activations the backward pass finds kept and which it computes again.
-//   * the model is deep: 784 → 16 hidden layers of 1024 → 10 (--hidden changes depth and width), so that the
-//     activations kept for the backward pass are worth saving;
+// lessons/06_activation_checkpointing/main.cu — Lesson 06: activation checkpointing. Lesson 05's training step on a
+// deeper model (784 → 16 × 1024 → 10), so that the activations kept for the backward pass are worth saving:
 //   * --checkpoint sqrt (the default) keeps only the input of every ⌈√L⌉-th layer; the backward pass recomputes one
-//     segment at a time into a reusable segment buffer, then runs its backward (checkpointing.h). every=K keeps every
-//     K-th; none is lesson 05's model. The memory of every policy is predicted before anything is allocated, and the
-//     ledger's activation peak must come out equal to it;
-//   * by default it trains twice on the same seed and batches, none then the policy, and prints them side by side
-//     (policy_comparison.h): activation bytes, peak device memory, extra forward FLOPs, time per epoch, the largest
-//     batch that fits each, and whether the two runs' losses and final weights are bitwise equal (they must be);
-//   * --precision fp32 runs lesson 04's fp32 kernels instead. Lesson 05's precisions table and probes are gone.
+//     segment at a time from its checkpoint, then runs that segment's backward (checkpointing.h); none is lesson 05's;
+//   * every policy's memory is predicted before anything is allocated, and the ledger's peak must equal it;
+//   * it trains none, then the policy, from the same seed and prints them side by side (policy_comparison.h): memory,
+//     extra FLOPs, time, the largest batch, and whether the two runs' weights are bitwise equal (they must be).
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -28,10 +22,6 @@
 #include "kernels/softmax_cross_entropy.cuh"
 
 namespace {
-
-constexpr int kDepth = 16, kWidth = 1024;  // the default model: 784 → 16 × 1024 → 10
-// On the CPU backend a step of 16 × 1024 takes some 28 s: there the default is as deep but 256 wide, for one epoch.
-constexpr int kCpuWidth = 256, kCpuEpochs = 1;
 
 // One training run with `policy` (Net: Mlp for fp32, HalfMlp<float> for mixed), its buffers in `ledger`, its phases
 // in `timer`. `usable`: what cudaMemGetInfo said the lesson may use, before anything was allocated.
@@ -77,8 +67,7 @@ CheckpointRun train_run(Lesson& lesson, Precision precision, const CheckpointPol
             }
             {  // with a policy, most layers write into the segment buffer: only the checkpoints stay
                 auto t = timer.scope(Phase::forward, compute);
-                forward_fastest_kernels(net, rows,
-                                        compute);  // the ordinary forward pass: the plan decides where outputs go
+                forward_fastest_kernels(net, rows, compute);  // the plan decides where the outputs go
             }
             {  // softmax-CE in fp32 from the (fp16) logits; dlogits = scale · (p − onehot) / rows, stored in fp16
                 auto t = timer.scope(Phase::loss, compute);
@@ -99,9 +88,12 @@ CheckpointRun train_run(Lesson& lesson, Precision precision, const CheckpointPol
             }
             {
                 auto t = timer.scope(Phase::optimizer, compute);
-                if (scaler != nullptr) {  // one launch unscales every gradient and raises found_inf; then the
-                    unscale_and_check(gradients.data(), int(gradients.size()), scaler, compute);  // scale's update
-                    update_grad_scaler(scaler, scaling, float(o.beta1), float(o.beta2), compute);
+                if (scaler != nullptr) {  // one launch unscales every gradient and raises found_inf
+                    unscale_and_check(gradients.data(), int(gradients.size()), scaler, compute);
+                    // The scale's state machine, on the device (one thread): halve and skip the step on inf/NaN,
+                    // double after growth_interval clean steps; the optimizer reads the verdict from `scaler`.
+                    update_grad_scaler_kernel<<<1, 1, 0, compute>>>(scaler, scaling, float(o.beta1), float(o.beta2));
+                    CUDA_CHECK(cudaGetLastError());
                 }
                 optimizer_step(net, o, lesson.lr_at(step), int(step + 1), UpdateCounters{}, scaler, compute);
             }
@@ -120,37 +112,17 @@ CheckpointRun train_run(Lesson& lesson, Precision precision, const CheckpointPol
 }
 
 int train(int argc, char** argv) {
-    std::string checkpoint_flag = "sqrt", precision_flag = "mixed";
-    bool compare = false, no_compare = false;
-    // The callback runs before the command line is parsed: the deeper default model goes there (--hidden overrides).
-    Lesson lesson(
-        argc, argv, "lesson06_activation_checkpointing",
-        "activation checkpointing: keep every k-th layer's input, recompute the rest in the backward pass",
-        [&](Cli& cli) {
-            TrainOptions& o = lesson.options;
-            o.hidden.assign(kDepth, lesson.on_cpu_backend() ? kCpuWidth : kWidth);
-            if (lesson.on_cpu_backend()) o.epochs = kCpuEpochs;
-            cli.add_int_list("--hidden", &o.hidden, "LIST",
-                             "hidden layer widths (default 16 × 1024; on the CPU backend 16 × 256)");
-            cli.add_int("--epochs", &o.epochs, "N", "passes over the training images (default 5; CPU backend 1)");
-            cli.add_string("--checkpoint", &checkpoint_flag, "none|sqrt|every=K",
-                           "which layer inputs to keep: none (all, lesson 05), sqrt (every ⌈√L⌉-th), every=K");
-            cli.add_flag("--compare", &compare, "train none first, then the policy, and compare them (the default)");
-            cli.add_flag("--no-compare", &no_compare, "train only the --checkpoint policy");
-            cli.add_choice("--precision", &precision_flag, {"mixed", "fp32"},
-                           "mixed: lesson 05's fp16 model; fp32: lesson 04's kernels");
-        });
-    const TrainOptions& o = lesson.options;
-    const CheckpointPolicy policy = checkpoint_policy_or_exit(lesson, checkpoint_flag, compare, no_compare);
-    const Precision precision = precision_from_name(precision_flag);
+    CheckpointFlags flags;  // --checkpoint, --compare, --precision, and the deeper model (policy_comparison.h)
+    Lesson lesson(argc, argv, "lesson06_activation_checkpointing",
+                  "activation checkpointing: keep every k-th layer's input, recompute the rest in the backward pass",
+                  [&](Cli& cli) { flags.add(cli, lesson); });
+    const CheckpointPolicy policy = checkpoint_policy_or_exit(lesson, flags);
+    const Precision precision = precision_from_name(flags.precision);
     if (precision == Precision::mixed) require_adamw_or_exit(lesson);
-    lesson.add_config("precision", precision_flag);
-    lesson.add_config("compare", !no_compare);
-    if (lesson.on_cpu_backend() && o.hidden == std::vector<int>(kDepth, kCpuWidth))
-        print_cpu_default_model_note(lesson);
+    print_cpu_default_model_note(lesson);
     const size_t usable = print_plan_and_predictions(lesson, precision, policy);  // and the device memory
     lesson.upload_test_set();
-    run_policies(lesson, policy, !no_compare,
+    run_policies(lesson, policy, !flags.no_compare,
                  [&](const CheckpointPolicy& p, bool main_run, MemoryLedger& ledger, PhaseTimer& timer) {
                      if (precision == Precision::fp32)
                          return train_run<Mlp>(lesson, precision, p, main_run, ledger, timer, usable);

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "lessons/batch_pipeline.h"  // BatchPipeline::kSlots: the staging slots of the model's shape
 
@@ -129,24 +130,48 @@ void print_comparison(Lesson& lesson, const std::vector<CheckpointRun>& runs) {
 
 }  // namespace
 
-CheckpointPolicy checkpoint_policy_or_exit(Lesson& lesson, const std::string& flag, bool compare, bool no_compare) {
-    if (compare && no_compare) {
+namespace {
+constexpr int kDepth = 16, kWidth = 1024;  // the default model: 784 → 16 × 1024 → 10
+// On the CPU backend a step of 16 × 1024 takes some 28 s: there the default is as deep but 256 wide, for one epoch.
+constexpr int kCpuWidth = 256, kCpuEpochs = 1;
+}  // namespace
+
+void CheckpointFlags::add(Cli& cli, Lesson& lesson) {
+    TrainOptions& o = lesson.options;
+    o.hidden.assign(kDepth, lesson.on_cpu_backend() ? kCpuWidth : kWidth);
+    if (lesson.on_cpu_backend()) o.epochs = kCpuEpochs;
+    cli.add_int_list("--hidden", &o.hidden, "LIST",
+                     "hidden layer widths (default 16 × 1024; on the CPU backend 16 × 256)");
+    cli.add_int("--epochs", &o.epochs, "N", "passes over the training images (default 5; CPU backend 1)");
+    cli.add_string("--checkpoint", &checkpoint, "none|sqrt|every=K",
+                   "which layer inputs to keep: none (all, lesson 05), sqrt (every ⌈√L⌉-th), every=K");
+    cli.add_flag("--compare", &compare, "train none first, then the policy, and compare them (the default)");
+    cli.add_flag("--no-compare", &no_compare, "train only the --checkpoint policy");
+    cli.add_choice("--precision", &precision, {"mixed", "fp32"},
+                   "mixed: lesson 05's fp16 model; fp32: lesson 04's kernels");
+}
+
+CheckpointPolicy checkpoint_policy_or_exit(Lesson& lesson, const CheckpointFlags& flags) {
+    if (flags.compare && flags.no_compare) {
         std::fprintf(stderr, "%s: --compare and --no-compare contradict each other\n", lesson.program().c_str());
         std::exit(2);
     }
     CheckpointPolicy policy;
     try {
-        policy = parse_checkpoint_policy(flag, int(lesson.options.hidden.size()) + 1);
+        policy = parse_checkpoint_policy(flags.checkpoint, int(lesson.options.hidden.size()) + 1);
     } catch (const std::invalid_argument& error) {
         std::fprintf(stderr, "%s: %s\n", lesson.program().c_str(), error.what());
         std::exit(2);
     }
     lesson.add_config("checkpoint", policy.name);
     lesson.add_config("checkpoint_stride", int64_t(policy.stride));
+    lesson.add_config("precision", flags.precision);
+    lesson.add_config("compare", !flags.no_compare);
     return policy;
 }
 
 void print_cpu_default_model_note(const Lesson& lesson) {
+    if (!lesson.on_cpu_backend() || lesson.options.hidden != std::vector<int>(kDepth, kCpuWidth)) return;
     // One GEMM of a 1024-wide layer at batch 128 takes about a quarter of a second on the CPU backend, some 28 s per
     // step of 16 × 1024; 16 × 256 for one epoch of lesson.h's subset, trained twice to compare, takes about a minute.
     const int epochs = lesson.options.epochs;

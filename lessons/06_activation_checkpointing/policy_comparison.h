@@ -4,15 +4,24 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "lessons/06_activation_checkpointing/checkpointing.h"
 #include "lessons/mixed_precision.h"
 
+// Lesson 06's flags. add() runs before the command line is parsed: it sets the deeper default model, 784 → 16 × 1024
+// → 10 (on the CPU backend 16 × 256, for one epoch), which --hidden and --epochs override.
+struct CheckpointFlags {
+    std::string checkpoint = "sqrt", precision = "mixed";
+    bool compare = false, no_compare = false;
+    void add(Cli& cli, Lesson& lesson);
+};
+
 // --checkpoint's policy for the lesson's model; one message and exit 2 for anything but none, sqrt, every=K, or for
-// --compare with --no-compare. Also records the policy in the JSON config.
-CheckpointPolicy checkpoint_policy_or_exit(Lesson& lesson, const std::string& flag, bool compare, bool no_compare);
-// The CPU backend's smaller default model, said in one line.
+// --compare with --no-compare. Also records the policy, the precision and the comparison in the JSON config.
+CheckpointPolicy checkpoint_policy_or_exit(Lesson& lesson, const CheckpointFlags& flags);
+// The CPU backend's smaller default model, said in one line (nothing for another model or on a GPU).
 void print_cpu_default_model_note(const Lesson& lesson);
 
 // What a run leaves for the side-by-side table.

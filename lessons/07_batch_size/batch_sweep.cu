@@ -4,9 +4,54 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
+#include "common/reference_mlp.h"  // batch_count
 #include "kernels/bias_grad.cuh"
 #include "kernels/loss_scaling.cuh"
+
+void SweepFlags::add(Cli& cli) {
+    cli.add_int_list("--batches", &batches, "LIST",
+                     "the batch sizes to compare (those above the training images are skipped)");
+    cli.add_int("--samples", &samples, "N",
+                "training samples at each batch size (default: one pass over the training images)", 0);
+    cli.add_choice("--lr-scaling", &lr_scaling, {"sqrt", "linear", "none"},
+                   "the learning rate at batch B: lr·√(B/128), lr·B/128, or lr");
+    cli.add_flag("--no-largest", &skip_largest, "do not find, allocate and step the largest batch that fits");
+    cli.mark_unused("--epochs", "each batch size trains on --samples samples");
+}
+
+SweepPoint sweep_point(const Lesson& lesson, int batch, double lr, long steps, const EpochTiming& timing) {
+    const size_t per_epoch = batch_count(lesson.data.train.count, batch);
+    SweepPoint point;
+    point.batch = batch;
+    point.lr = lr;
+    point.steps = steps;
+    for (long i = 0; i < steps; ++i) {
+        point.samples +=
+            long(std::min<size_t>(batch, lesson.data.train.count - (size_t(i) % per_epoch) * size_t(batch)));
+    }
+    point.wall_ms = timing.wall_ms;
+    point.copy_ms = timing[Phase::h2d].ms / steps;
+    point.wait_ms = timing[Phase::input_wait].ms / steps;
+    point.host_ms = timing[Phase::host].ms / steps;
+    for (const Phase p : {Phase::normalize, Phase::forward, Phase::loss, Phase::backward, Phase::optimizer}) {
+        point.compute_ms += timing[p].ms / steps;
+    }
+    return point;
+}
+
+void prove_largest_batch(Lesson& lesson, int largest, const std::string& lr_scaling, const TrainAt& train_at) {
+    MemoryLedger proof_ledger;  // freed on return
+    PhaseTimer proof_timer;
+    const long proof_samples = long(std::min<size_t>(size_t(largest), lesson.data.train.count));
+    const SweepPoint p = train_at(lesson, largest, proof_samples, scaled_lr(lesson.options.lr, largest, lr_scaling),
+                                  proof_ledger, proof_timer, nullptr);
+    const size_t peak = p.memory.total[int(MemorySpace::device)].peak;
+    std::printf("the largest batch, %d, allocated and stepped: %s of device memory at its peak\n", largest,
+                format_bytes(peak).c_str());
+    lesson.add_result("largest_batch_peak_device_bytes", int64_t(peak));
+}
 
 size_t extra_device_bytes(const Lesson& lesson, int batch, long steps) {
     return bias_grad_workspace_floats(batch, lesson.options.widest_layer()) * sizeof(float) + sizeof(GradScalerState) +
@@ -25,8 +70,16 @@ double scaled_lr(double lr, int batch, const std::string& rule) {
     return lr;
 }
 
-int largest_batch_that_fits_or_print(const Lesson& lesson, long samples) {
+void set_cpu_backend_device_memory() {
+#if defined(CUDA_TEACH_CPU)
+    setenv("CUDA_CPU_MEMORY", "256M", 0);  // an explicit one wins
+#endif
+}
+
+int largest_batch_that_fits_or_print(Lesson& lesson, long samples) {
     const TrainOptions& o = lesson.options;
+    const long main_steps = long(cuda_teach::ceil_div<size_t>(size_t(samples), size_t(o.batch)));
+    lesson.require_fits(shape_at(lesson, o.batch), extra_device_bytes(lesson, o.batch, main_steps));
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     const size_t usable = usable_device_bytes(free_bytes, total_bytes);
@@ -69,8 +122,8 @@ void run_sweep(Lesson& lesson, const std::vector<int>& batches, int largest, lon
         MemoryLedger& ledger = is_main ? lesson.ledger : point_ledger;
         PhaseTimer& timer = is_main ? lesson.timer : point_timer;
         std::vector<std::vector<float>> parameters;
-        const SweepPoint p =
-            train_at(b, samples_flag, scaled_lr(o.lr, b, lr_scaling), ledger, timer, is_main ? &parameters : nullptr);
+        const SweepPoint p = train_at(lesson, b, samples_flag, scaled_lr(o.lr, b, lr_scaling), ledger, timer,
+                                      is_main ? &parameters : nullptr);
         if (is_main) {  // finish()'s run: its weights and its accuracy are the lesson's result
             lesson.set_final_parameters(std::move(parameters));
             lesson.set_final_test_accuracy(p.test_accuracy);

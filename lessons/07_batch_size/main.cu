@@ -1,20 +1,10 @@
-// lessons/07_batch_size/main.cu — Lesson 07: batch size. The pipeline is lesson 05's (mixed precision, tensor
-// cores, loss scaling, pinned prefetched copies); what changes is the batch.
-//
-// What this lesson does:
-//   * trains the same number of samples at each batch size of --batches (16 … 8192 by default, and the largest
-//     that fits) and prints, per batch: samples/s, the time of a step split into the copy, the kernels, the wait
-//     for input, and the host's own time per step (when it is about as long as the kernels, the GPU waits for the
-//     host: the step is launch-bound), peak device memory by category, and the test accuracy after those samples
-//     (batch_sweep.h beside this file). Bigger batches are faster per sample, but memory grows linearly and fewer
-//     steps see the same samples;
-//   * the learning rate is scaled with the batch (--lr-scaling: sqrt by default, lr·√(B/128); README);
-//   * finds the largest batch that fits from the ledger's exact prediction and cudaMemGetInfo, proves it by
-//     allocating that model and running a step, and shows what happens one size up: cudaMalloc returns
-//     cudaErrorMemoryAllocation, and the program reports it instead of crashing.
+// lessons/07_batch_size/main.cu — Lesson 07: batch size. Lesson 05's training step; what changes is the batch:
+//   * the same samples trained at each batch of --batches, the learning rate scaled with it (--lr-scaling), and per
+//     batch: samples/s, a step's copy, kernels, input wait and host time, peak memory, test accuracy (batch_sweep.h);
+//   * the largest batch that fits, from the ledger's exact prediction and cudaMemGetInfo, allocated and stepped;
+//   * one size up: cudaMalloc returns cudaErrorMemoryAllocation, and the program says so instead of crashing.
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -25,150 +15,106 @@
 
 #include "common/reference_mlp.h"  // batch_count
 #include "kernels/bias_grad.cuh"
-#include "kernels/hgemm.cuh"
+#include "kernels/count_correct.cuh"
 #include "kernels/loss_scaling.cuh"
 #include "kernels/normalize.cuh"
 #include "kernels/softmax_cross_entropy.cuh"
 
 namespace {
 
-#if defined(CUDA_TEACH_CPU)
-// The CPU backend's emulated device memory for this lesson, unless CUDA_CPU_MEMORY says otherwise: small enough
-// that the largest batch that fits can be allocated and stepped in seconds.
-constexpr const char* kCpuDeviceMemory = "256M";
-#endif
-
-// Trains `samples` samples (whole batches; the last one may be partial) at `batch` with lesson 05's mixed-precision
-// step, its buffers in `ledger` and its phases in `timer`, and evaluates the test set.
-// `parameters`: if not null, receives the final weights (for finish()'s checksum).
-SweepPoint train_at(Lesson& lesson, int batch, long samples, double lr, MemoryLedger& ledger, PhaseTimer& timer,
-                    std::vector<std::vector<float>>* parameters) {
+// One training run at `batch_size` (lesson 05's mixed-precision model): `samples` samples in whole batches (the last
+// may be partial), its buffers in `ledger`, its phases in `timer`. `parameters`, if not null: the final weights.
+SweepPoint train_run(Lesson& lesson, int batch_size, long samples, double lr, MemoryLedger& ledger, PhaseTimer& timer,
+                     std::vector<std::vector<float>>* parameters) {
     const TrainOptions& o = lesson.options;
-    const size_t per_epoch = batch_count(lesson.data.train.count, batch);
-    const long steps = long(cuda_teach::ceil_div<size_t>(size_t(samples), size_t(batch)));
-    const ModelShape shape = shape_at(lesson, batch);
-    lesson.require_fits(shape, extra_device_bytes(lesson, batch, steps));
+    const ModelShape shape = shape_at(lesson, batch_size);
+    const size_t workspace_floats = bias_grad_workspace_floats(batch_size, o.widest_layer());  // two-pass bias gradient
+    const long steps = long(cuda_teach::ceil_div<size_t>(size_t(samples), size_t(batch_size)));
+    lesson.require_fits(shape, extra_device_bytes(lesson, batch_size, steps));  // exits if it cannot fit
     HalfMlp<float> net = allocate_initialized_model<__half, float>(ledger, shape, o.seed);
-    const size_t workspace_floats = bias_grad_workspace_floats(batch, o.widest_layer());  // two-pass bias gradient
     float* workspace = ledger.allocate<float>(MemoryCategory::workspace, "bias-grad partial sums", workspace_floats);
-    BatchPipeline data(lesson, ledger, timer, net.staged_pixels, net.staged_labels, {.batch = batch});  // lesson 03's
+    BatchPipeline data(lesson, ledger, timer, net.staged_pixels, net.staged_labels, {.batch = batch_size});
     DeviceLosses losses(ledger);
     const cudaStream_t compute = data.compute();
-    const GradScalerOptions scaling;  // PyTorch's defaults
+    // mixed: lesson 05's dynamic loss scaling, its state on the device.
     GradScalerState* scaler = ledger.allocate<GradScalerState>(MemoryCategory::workspace, "loss scaler state", 1);
+    const GradScalerOptions scaling;
     init_grad_scaler(scaler, scaling, compute);
     const std::vector<GradientTensor> gradients = gradient_tensors(net);
+    const float* loss_scale = &scaler->scale;
 
-    // One "epoch" of the timer = the whole point; the data's epochs follow each other inside it.
-    timer.begin_epoch(1);
-    losses.start_epoch(compute);
     long step = 0;
-    for (int epoch = 1; step < steps; ++epoch) {
-        const size_t batches = std::min<size_t>(per_epoch, size_t(steps - step));
-        data.start_epoch(epoch, batches);
-        for (size_t b = 0; b < batches; ++b, ++step) {
-            const BatchPipeline::DeviceBatch input = data.wait_for_batch(b);  // rule 3: after its copy
-            const int rows = input.rows;
+    for (int epoch = 1; step < steps; ++epoch) {  // passes over the data until `steps` (the last may stop early)
+        timer.begin_epoch(epoch);
+        losses.start_epoch(compute);
+        data.start_epoch(epoch, std::min<size_t>(batch_count(lesson.data.train.count, batch_size), steps - step));
+        for (size_t b = 0; b < data.batches(); ++b) {
+            const BatchPipeline::DeviceBatch batch = data.wait_for_batch(b);  // rule 3: after its copy
+            const int rows = batch.rows;
             {  // uint8 → fp16 on the device, (p / 255 − mean) / std: 4 pixels per thread
                 auto t = timer.scope(Phase::normalize, compute);
                 const size_t n = size_t(rows) * kMnistPixels;
                 normalize_pixels_kernel<true, __half><<<grid_for_4_per_thread(n, 256), 256, 0, compute>>>(
-                    n, input.pixels, net.input, kMnistMean, kMnistStd);
+                    n, batch.pixels, net.input, kMnistMean, kMnistStd);
                 CUDA_CHECK(cudaGetLastError());
             }
             {
                 auto t = timer.scope(Phase::forward, compute);
-                forward_half(net, rows, kFastestHgemm, compute);
+                forward_fastest_kernels(net, rows, compute);  // fp16 on tensor cores
             }
-            {
+            {  // softmax-CE in fp32 from the fp16 logits; dlogits = scale · (p − onehot) / rows, stored in fp16
                 auto t = timer.scope(Phase::loss, compute);
-                softmax_cross_entropy(net.layers.back().output, input.labels, net.layers.back().output_grad,
-                                      net.row_losses, net.mean_loss, rows, kMnistClasses, &scaler->scale, compute);
+                const auto* logits = net.layers.back().output;
+                softmax_cross_entropy(logits, batch.labels, net.layers.back().output_grad, net.row_losses,
+                                      net.mean_loss, rows, kMnistClasses, loss_scale, compute);
+                count_correct(logits, batch.labels, net.correct, rows, kMnistClasses, nullptr, compute);
                 losses.add(net.mean_loss, rows, step, compute);
-                data.done_reading(input);
+                data.done_reading(batch);  // the last reader of its slot in this step
             }
             {
                 auto t = timer.scope(Phase::backward, compute);
-                backward_half(net, rows, kFastestHgemm, workspace, workspace_floats, compute);
+                backward_fastest_kernels(net, rows, workspace, workspace_floats, compute);
             }
             {
                 auto t = timer.scope(Phase::optimizer, compute);
-                unscale_and_check(gradients.data(), int(gradients.size()), scaler, compute);
-                update_grad_scaler(scaler, scaling, float(o.beta1), float(o.beta2), compute);
+                if (scaler != nullptr) {  // one launch unscales every gradient and raises found_inf
+                    unscale_and_check(gradients.data(), int(gradients.size()), scaler, compute);
+                    // The scale's state machine, on the device (one thread): halve and skip the step on inf/NaN,
+                    // double after growth_interval clean steps; the optimizer reads the verdict from `scaler`.
+                    update_grad_scaler_kernel<<<1, 1, 0, compute>>>(scaler, scaling, float(o.beta1), float(o.beta2));
+                    CUDA_CHECK(cudaGetLastError());
+                }
                 optimizer_step(net, o, scheduled_lr(o.lr_schedule, lr, step, steps), int(step + 1), UpdateCounters{},
                                scaler, compute);
             }
-            data.prefetch_next(b);
+            ++step;
+            data.prefetch_next(b);  // queue the next batch's copy now
         }
+        losses.copy_epoch_sum(timer, compute);
+        timer.end_epoch();  // synchronizes the device
     }
-    const EpochTiming& timing = timer.end_epoch();
-
-    SweepPoint point;
-    point.batch = batch;
-    point.lr = lr;
-    point.steps = steps;
-    for (long i = 0; i < steps; ++i) {
-        point.samples +=
-            long(std::min<size_t>(batch, lesson.data.train.count - (size_t(i) % per_epoch) * size_t(batch)));
-    }
-    point.wall_ms = timing.wall_ms;
-    point.copy_ms = timing[Phase::h2d].ms / steps;
-    point.wait_ms = timing[Phase::input_wait].ms / steps;
-    point.host_ms = timing[Phase::host].ms / steps;
-    for (const Phase p : {Phase::normalize, Phase::forward, Phase::loss, Phase::backward, Phase::optimizer}) {
-        point.compute_ms += timing[p].ms / steps;
-    }
-    point.test_accuracy = lesson.evaluate_test_set(net.correct, test_set_evaluator(net), batch, compute);
+    SweepPoint point = sweep_point(lesson, batch_size, lr, steps, timer.total());  // per step: copy, kernels, ...
+    point.test_accuracy = lesson.evaluate_test_set(net.correct, test_set_evaluator(net), batch_size, compute);
     point.memory = ledger.snapshot();
     if (parameters != nullptr) *parameters = download_parameters(ledger, net);
     return point;
 }
 
 int train(int argc, char** argv) {
-#if defined(CUDA_TEACH_CPU)
-    setenv("CUDA_CPU_MEMORY", kCpuDeviceMemory, 0);  // before the first CUDA call reads it; an explicit one wins
-#endif
-    std::vector<int> batches = {16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
-    int samples_int = 0;
-    std::string lr_scaling = "sqrt";
-    bool skip_largest = false;
-    Lesson lesson(
-        argc, argv, "lesson07_batch_size",
-        "batch size: samples/s, step time and memory against the batch, and the largest batch that fits",
-        [&](Cli& cli) {
-            cli.add_int_list("--batches", &batches, "LIST",
-                             "the batch sizes to compare (those above the training images are skipped)");
-            cli.add_int("--samples", &samples_int, "N",
-                        "training samples at each batch size (default: one pass over the training images)", 0);
-            cli.add_choice("--lr-scaling", &lr_scaling, {"sqrt", "linear", "none"},
-                           "the learning rate at batch B: lr·√(B/128), lr·B/128, or lr");
-            cli.add_flag("--no-largest", &skip_largest, "do not find, allocate and step the largest batch that fits");
-            cli.mark_unused("--epochs", "each batch size trains on --samples samples");
-        });
+    set_cpu_backend_device_memory();  // on the CPU backend: 256 MiB, so that the largest batch is found in seconds
+    SweepFlags flags;                 // --batches, --samples, --lr-scaling, --no-largest (batch_sweep.h)
+    Lesson lesson(argc, argv, "lesson07_batch_size",
+                  "batch size: samples/s, step time and memory against the batch, and the largest batch that fits",
+                  [&](Cli& cli) { flags.add(cli); });
     require_adamw_or_exit(lesson);
     const TrainOptions& o = lesson.options;
-    const long samples = samples_int > 0 ? samples_int : long(lesson.data.train.count);
+    const long samples = flags.samples > 0 ? flags.samples : long(lesson.data.train.count);
     lesson.add_config("samples_per_batch_size", int64_t(samples));
-    lesson.add_config("lr_scaling", lr_scaling);
+    lesson.add_config("lr_scaling", flags.lr_scaling);
     lesson.upload_test_set();
-    // --batch: the run whose tables finish() prints. It must fit: if not, one message naming the category that
-    // overflows and the largest batch that fits, exit 2 (Lesson::require_fits).
-    const long main_steps = long(cuda_teach::ceil_div<size_t>(size_t(samples), size_t(o.batch)));
-    lesson.require_fits(shape_at(lesson, o.batch), extra_device_bytes(lesson, o.batch, main_steps));
-    const int largest = largest_batch_that_fits_or_print(lesson, samples);
-
-    if (!skip_largest && largest > 0) {  // the proof, while nothing but the test set is allocated: one step
-        {
-            MemoryLedger proof_ledger;  // freed at the end of this block
-            PhaseTimer proof_timer;
-            const long proof_samples = long(std::min<size_t>(size_t(largest), lesson.data.train.count));
-            const SweepPoint p = train_at(lesson, largest, proof_samples, scaled_lr(o.lr, largest, lr_scaling),
-                                          proof_ledger, proof_timer, nullptr);
-            const size_t peak = p.memory.total[int(MemorySpace::device)].peak;
-            std::printf("the largest batch, %d, allocated and stepped: %s of device memory at its peak\n", largest,
-                        format_bytes(peak).c_str());
-            lesson.add_result("largest_batch_peak_device_bytes", int64_t(peak));
-        }
+    const int largest = largest_batch_that_fits_or_print(lesson, samples);  // (--batch's must fit, or exit 2)
+    if (!flags.skip_largest && largest > 0) {
+        prove_largest_batch(lesson, largest, flags.lr_scaling, train_run);  // allocated and stepped, then freed
         // What does not fit: the first batch whose model needs more than is free, in one cudaMalloc. CUDA answers
         // with an error code (nothing crashes); cudaGetLastError clears it, so the next checked call is not blamed.
         size_t free_bytes = 0, total_bytes = 0;
@@ -184,11 +130,7 @@ int train(int argc, char** argv) {
                     free_bytes, cudaGetErrorName(status));
         std::fflush(stdout);
     }
-    const TrainAt train_one = [&](int batch, long n, double lr, MemoryLedger& ledger, PhaseTimer& timer,
-                                  std::vector<std::vector<float>>* parameters) {
-        return train_at(lesson, batch, n, lr, ledger, timer, parameters);
-    };
-    run_sweep(lesson, batches, largest, samples, lr_scaling, train_one);
+    run_sweep(lesson, flags.batches, largest, samples, flags.lr_scaling, train_run);
     return lesson.finish("time per phase at --batch " + std::to_string(o.batch) + ", " + std::to_string(samples) +
                          " samples");
 }
