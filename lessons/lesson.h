@@ -120,6 +120,7 @@ class Lesson {
 
     // The test accuracy finish() reports, for a lesson that evaluates outside finish_epoch (lesson 07's sweep).
     void set_final_test_accuracy(double accuracy) { last_test_accuracy_ = accuracy; }
+    double final_test_accuracy() const { return last_test_accuracy_; }  // the last epoch's, or the one set
 
     // Anything else the lesson wants in the JSON report's "results" (and nowhere else).
     void add_result(const std::string& key, RunReport::Scalar value) { report_.add_result(key, std::move(value)); }
@@ -165,6 +166,13 @@ class Lesson {
     int gemm_element_bytes_ = 4;
     bool tensor_core_gemms_ = false;
 };
+
+// An fp32 model's test-set evaluator with the fastest kernels (forward_fastest_kernels); the fp16 models' is the
+// template in lessons/mixed_precision.h. `net` must outlive it.
+inline Lesson::EvaluateBatch test_set_evaluator(Mlp& net) {
+    return Lesson::test_set_evaluator(net,
+                                      [](Mlp& n, int rows, cudaStream_t s) { forward_fastest_kernels(n, rows, s); });
+}
 
 // The largest batch the kernels can index (gemm_max_rows of the widest matrix a batch-sized GEMM operand has: the
 // images, 784, or a layer): past it, the GEMMs refuse the call whatever memory is free. Lessons 06 and 07 cap the

@@ -69,17 +69,10 @@ void backward_half(HalfMlp<Grad>& net, int rows, HgemmVersion version, float* wo
                    cudaStream_t stream);
 
 // The fastest kernels of each model under one spelling, so that a training loop reads the same for every precision:
-// lesson 04's fp32 GEMM step 6, or the pipelined HGEMM on tensor cores.
-inline void forward_fastest_kernels(Mlp& net, int rows, cudaStream_t stream) {
-    forward_fast(net, rows, kFastestGemm, stream);
-}
+// lesson 04's top GEMM step (lessons/mlp.h), or the pipelined HGEMM on tensor cores.
 template <typename Grad>
 void forward_fastest_kernels(HalfMlp<Grad>& net, int rows, cudaStream_t stream) {
     forward_half(net, rows, kFastestHgemm, stream);
-}
-inline void backward_fastest_kernels(Mlp& net, int rows, float* workspace, size_t workspace_floats,
-                                     cudaStream_t stream) {
-    backward_fast(net, rows, kFastestGemm, workspace, workspace_floats, stream);
 }
 template <typename Grad>
 void backward_fastest_kernels(HalfMlp<Grad>& net, int rows, float* workspace, size_t workspace_floats,

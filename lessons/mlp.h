@@ -131,6 +131,14 @@ void forward_fast(Mlp& net, int rows, GemmVersion gemm_version, cudaStream_t str
 // (bias_grad_two_pass) in `workspace` (bias_grad_workspace_floats(batch, widest layer) floats).
 void backward_fast(Mlp& net, int rows, GemmVersion gemm_version, float* workspace, size_t workspace_floats,
                    cudaStream_t stream);
+// The same with the top of the staircase, under the spelling lessons/mixed_precision.h gives every precision's model.
+inline void forward_fastest_kernels(Mlp& net, int rows, cudaStream_t stream) {
+    forward_fast(net, rows, kFastestGemm, stream);
+}
+inline void backward_fastest_kernels(Mlp& net, int rows, float* workspace, size_t workspace_floats,
+                                     cudaStream_t stream) {
+    backward_fast(net, rows, kFastestGemm, workspace, workspace_floats, stream);
+}
 
 // The GEMM floating-point operations of one training step as forward_fast and backward_fast run it, 2·rows·in·out per
 // GEMM: the forward Y = X·W and the backward dW = Xᵀ·dY in every layer, and dX = dY·Wᵀ in every layer but the first

@@ -21,6 +21,13 @@ void SweepFlags::add(Cli& cli) {
     cli.mark_unused("--epochs", "each batch size trains on --samples samples");
 }
 
+long SweepFlags::samples_or_all(Lesson& lesson) const {
+    const long all = samples > 0 ? samples : long(lesson.data.train.count);
+    lesson.add_config("samples_per_batch_size", int64_t(all));
+    lesson.add_config("lr_scaling", lr_scaling);
+    return all;
+}
+
 SweepPoint sweep_point(const Lesson& lesson, int batch, double lr, long steps, const EpochTiming& timing) {
     const size_t per_epoch = batch_count(lesson.data.train.count, batch);
     SweepPoint point;

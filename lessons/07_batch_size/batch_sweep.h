@@ -30,6 +30,7 @@ struct SweepFlags {
     std::string lr_scaling = "sqrt";
     bool skip_largest = false;
     void add(Cli& cli);
+    long samples_or_all(Lesson& lesson) const;  // --samples, or the training images; also in the JSON config
 };
 
 // Lesson 05's mixed-precision model at `batch` (two staging slots: lesson 03's data path).

@@ -41,7 +41,6 @@ SweepPoint train_run(Lesson& lesson, int batch_size, long samples, double lr, Me
     const GradScalerOptions scaling;
     init_grad_scaler(scaler, scaling, compute);
     const std::vector<GradientTensor> gradients = gradient_tensors(net);
-    const float* loss_scale = &scaler->scale;
 
     long step = 0;
     for (int epoch = 1; step < steps; ++epoch) {  // passes over the data until `steps` (the last may stop early)
@@ -66,7 +65,7 @@ SweepPoint train_run(Lesson& lesson, int batch_size, long samples, double lr, Me
                 auto t = timer.scope(Phase::loss, compute);
                 const auto* logits = net.layers.back().output;
                 softmax_cross_entropy(logits, batch.labels, net.layers.back().output_grad, net.row_losses,
-                                      net.mean_loss, rows, kMnistClasses, loss_scale, compute);
+                                      net.mean_loss, rows, kMnistClasses, &scaler->scale, compute);
                 count_correct(logits, batch.labels, net.correct, rows, kMnistClasses, nullptr, compute);
                 losses.add(net.mean_loss, rows, step, compute);
                 data.done_reading(batch);  // the last reader of its slot in this step
@@ -93,11 +92,11 @@ SweepPoint train_run(Lesson& lesson, int batch_size, long samples, double lr, Me
         losses.copy_epoch_sum(timer, compute);
         timer.end_epoch();  // synchronizes the device
     }
-    SweepPoint point = sweep_point(lesson, batch_size, lr, steps, timer.total());  // per step: copy, kernels, ...
-    point.test_accuracy = lesson.evaluate_test_set(net.correct, test_set_evaluator(net), batch_size, compute);
-    point.memory = ledger.snapshot();
+    SweepPoint result = sweep_point(lesson, batch_size, lr, steps, timer.total());  // per step: copy, kernels, ...
+    result.test_accuracy = lesson.evaluate_test_set(net.correct, test_set_evaluator(net), shape.batch, compute);
+    result.memory = ledger.snapshot();
     if (parameters != nullptr) *parameters = download_parameters(ledger, net);
-    return point;
+    return result;
 }
 
 int train(int argc, char** argv) {
@@ -107,10 +106,7 @@ int train(int argc, char** argv) {
                   "batch size: samples/s, step time and memory against the batch, and the largest batch that fits",
                   [&](Cli& cli) { flags.add(cli); });
     require_adamw_or_exit(lesson);
-    const TrainOptions& o = lesson.options;
-    const long samples = flags.samples > 0 ? flags.samples : long(lesson.data.train.count);
-    lesson.add_config("samples_per_batch_size", int64_t(samples));
-    lesson.add_config("lr_scaling", flags.lr_scaling);
+    const long samples = flags.samples_or_all(lesson);  // (also in the JSON config)
     lesson.upload_test_set();
     const int largest = largest_batch_that_fits_or_print(lesson, samples);  // (--batch's must fit, or exit 2)
     if (!flags.skip_largest && largest > 0) {
@@ -128,11 +124,10 @@ int train(int argc, char** argv) {
         if (buffer != nullptr) CUDA_CHECK(cudaFree(buffer));
         std::printf("batch %d would need %zu bytes, %zu are free: cudaMalloc returns %s\n\n", first_too_big, bytes,
                     free_bytes, cudaGetErrorName(status));
-        std::fflush(stdout);
     }
     run_sweep(lesson, flags.batches, largest, samples, flags.lr_scaling, train_run);
-    return lesson.finish("time per phase at --batch " + std::to_string(o.batch) + ", " + std::to_string(samples) +
-                         " samples");
+    return lesson.finish("time per phase at --batch " + std::to_string(lesson.options.batch) + ", " +
+                         std::to_string(samples) + " samples");
 }
 
 }  // namespace

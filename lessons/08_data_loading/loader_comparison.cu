@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "common/report.h"
+#include "lessons/03_pinned_async/copy_figures.h"  // report_copies
 
 const char* augment_name(Augment augment) {
     switch (augment) {
@@ -110,8 +111,32 @@ void compare_loaders(Lesson& lesson, const std::vector<LoaderMode>& modes, size_
         print_flushed("--- " + mode.label() + " (for comparison, " + std::to_string(batches) + " steps)\n");
         MemoryLedger side_ledger;  // a comparison run's buffers: freed before the next run
         PhaseTimer side_timer;
-        runs.push_back(train(mode, batches, side_ledger, side_timer));
+        runs.push_back(train(lesson, mode, batches, side_ledger, side_timer));
     }
     runs.push_back(main_run);
     print_comparison(lesson, runs);
+}
+
+void LoaderFlags::add(Cli& cli) {
+    cli.add_choice("--augment", &augment, {"device", "host", "none"},
+                   "where each training image is augmented (random affine): in a kernel after the copy, in the "
+                   "loader before it, or not at all (lesson 04's data path)");
+    cli.add_int("--workers", &workers, "N", "loader threads filling the staging slots", 1, 64);
+    cli.add_int("--compare-steps", &compare_steps, "N",
+                "steps each data path trains for the side-by-side table (0: none)", 0);
+}
+
+LoaderMode LoaderFlags::mode(Lesson& lesson) const {
+    lesson.add_config("augment", augment);
+    lesson.add_config("workers", int64_t(workers));
+    return LoaderMode{augment_from_name(augment), workers};
+}
+
+LoaderRun finish_main_run(Lesson& lesson, LoaderRun run, PhaseTimer& timer, uint64_t image_bytes_per_epoch,
+                          const std::vector<float>& step_losses, std::vector<std::vector<float>> parameters) {
+    run.test_accuracy = lesson.final_test_accuracy();
+    report_copies(lesson, timer, image_bytes_per_epoch, false);
+    lesson.add_series("step_losses", std::vector<double>(step_losses.begin(), step_losses.end()));
+    lesson.set_final_parameters(std::move(parameters));
+    return run;
 }

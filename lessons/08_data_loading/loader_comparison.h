@@ -27,16 +27,34 @@ struct LoaderMode {
 struct LoaderRun {
     LoaderMode mode;
     long steps = 0;
-    EpochTiming timing;              // the run's phases, all its epochs
-    BatchLoader::Throughput loader;  // images the workers filled, their busy time, the loop's waits for them
-    uint64_t image_bytes = 0;        // pixel bytes copied host → device, all epochs
-    uint64_t images = 0;             // training images, all epochs
+    EpochTiming timing{};              // the run's phases, all its epochs
+    BatchLoader::Throughput loader{};  // images the workers filled, their busy time, the loop's waits for them
+    uint64_t image_bytes = 0;          // pixel bytes copied host → device, all epochs
+    uint64_t images = 0;               // training images, all epochs
     double test_accuracy = 0;
 };
 
 // A run of `mode` for `batches` batches (0: the main run, the lesson's --epochs in full), its buffers in `ledger`
 // and its phases in `timer` (the lesson's for the main run).
-using TrainMode = std::function<LoaderRun(const LoaderMode&, size_t batches, MemoryLedger&, PhaseTimer&)>;
+using TrainMode = std::function<LoaderRun(Lesson&, const LoaderMode&, size_t batches, MemoryLedger&, PhaseTimer&)>;
+
+// After the main run's last epoch: its test accuracy (the last epoch's), how much copy time compute never saw
+// (report_copies), every step's loss and the final weights (finish()'s checksum). Returns `run`.
+LoaderRun finish_main_run(Lesson& lesson, LoaderRun run, PhaseTimer& timer, uint64_t image_bytes_per_epoch,
+                          const std::vector<float>& step_losses, std::vector<std::vector<float>> parameters);
+
+// Lesson 08's flags: --augment, --workers, --compare-steps.
+struct LoaderFlags {
+    std::string augment = "device";
+    int workers = 1;
+#if defined(CUDA_TEACH_CPU)
+    int compare_steps = 3;  // a CPU backend's step takes about a second at the default width
+#else
+    int compare_steps = 40;
+#endif
+    void add(Cli& cli);
+    LoaderMode mode(Lesson& lesson) const;  // the main run's, also recorded in the JSON config
+};
 
 // The comparison runs: each of `modes` trains `batches` batches of epoch 1 from the same seed in a ledger and timer
 // of its own (freed before the next run). Then `main_run` (already trained) joins them in a table — per step: the
