@@ -8,8 +8,14 @@ limits do not creep back:
   * `make diff` of neighbours (diff -u of the two main.cu) changes at most 150 lines, and so do 04 → 08 and 04 → 09
     (lessons 08 and 09 build on lesson 04, not on the lesson before them).
 
-Issue 36 asks 150 of every pair. Five pairs are not there yet: their ceilings below are what they measured when the
-lessons were restructured (2026-12-04), so that they can only shrink; issue 36 stays open until they reach 150.
+Issue 36 asks 150 of every pair. Two are not there, held at what they measure so that they can only shrink:
+  * 03 → 04 (212): lesson 03 must show every CUDA call of its idea inline (issue 36): its training step's <<<>>>
+    launches (forward and backward, 44 lines) and its data path (streams, events, the loader, the copies, about 90
+    lines). Lesson 04 replaces both, by the fast kernels and by BatchPipeline (03's data path as a class, which 05–09
+    share: keeping it inline in 04 would move the same lines into 04 → 05). 03's lines that 04 must delete already
+    come to more than 150 before 04 adds its own.
+  * 04 → 09 (276): lesson 09 (written after issue 36) keeps its training step in a lambda that its scaling comparison
+    reuses, so none of its step's lines line up with lesson 04's; reshaping it as a train_run like 08's is left open.
 
     python3 tests/lesson_size_test.py      (standard library and diff only)
 """
@@ -22,7 +28,7 @@ import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 PAIR_LIMIT = 150
-NOT_YET = {("03", "04"): 212, ("06", "07"): 270, ("07", "08"): 288, ("04", "08"): 187, ("04", "09"): 276}
+NOT_YET = {("03", "04"): 212, ("04", "09"): 276}
 
 
 def main_of(number):

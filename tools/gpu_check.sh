@@ -588,9 +588,13 @@ ncu_known_metrics() {
 
 # The lessons in the order a lease wants them: 01-06 and 08 (the kernels' and the data path's stories), then 07 (a
 # sweep of batch sizes: the longest, so whatever time is left).
+# A dry run may take fewer (GPU_CHECK_DRY_LESSONS, an extended regex of their names: tests/gpu_check_test.sh's lease
+# run, whose every lesson the lessons phase has just run).
 lease_lesson_order() {
-    lesson_targets | grep -v '^lesson07'
-    lesson_targets | grep '^lesson07'
+    local only=.
+    ((dry_run)) && [ -n "${GPU_CHECK_DRY_LESSONS:-}" ] && only=$GPU_CHECK_DRY_LESSONS
+    lesson_targets | grep -v '^lesson07' | grep -E -- "$only"
+    lesson_targets | grep '^lesson07' | grep -E -- "$only"
 }
 
 phase_lease() {
