@@ -122,6 +122,17 @@ def source_note(reports):
     return "backend not recorded: GPU or CPU-backend numbers unknown"
 
 
+def marked_label(label, marks):
+    """A bar's label with the letters tools/compare_lessons.py's table puts after its row's figure."""
+    return label + (f" ({','.join(marks)})" if marks else "")
+
+
+def legend_text(legend, letters):
+    """The caption's sentence for the letters a chart shows (compare_lessons.row_markers's legend)."""
+    lines = [f"{letter}: {text}." for letter, text in legend if letter in letters]
+    return (" Letters, as in make run's table: " + " ".join(lines)) if lines else ""
+
+
 def new_figure(title, reports, width, height, rows=1, cols=1):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure  # without pyplot: no global state, no display needed
@@ -212,8 +223,10 @@ def colors(count):
 # ---- the charts: each returns (figure, caption), or a string saying why it is skipped -------------------------------
 
 def chart_time_per_phase(reports):
-    rows = [(label, phase_means(r), cl.mean(cl.number(cl.get(e, "timing", "wall_ms")) for e in timed_epochs(r)),
-             len(timed_epochs(r))) for label, r in zip(labels_of(reports), reports)]
+    _, time_marks, legend = cl.row_markers(reports)
+    rows = [(marked_label(label, marks), phase_means(r),
+             cl.mean(cl.number(cl.get(e, "timing", "wall_ms")) for e in timed_epochs(r)), len(timed_epochs(r)))
+            for label, r, marks in zip(labels_of(reports), reports, time_marks)]
     rows = [row for row in rows if row[3] > 0]
     if not rows:
         return "no report has epochs with timing"
@@ -245,7 +258,8 @@ def chart_time_per_phase(reports):
     legend_outside(ax, title="phase", reverse=True)
     caption = ("Mean time per epoch in each timed phase, stacked (the label gives their sum); the black dash is the "
                "epoch's wall time on the host clock. Time between phases (launch gaps, waits) is in the wall time "
-               "only; phases that overlap (a copy on another stream) can add up to more than it.")
+               "only; phases that overlap (a copy on another stream) can add up to more than it."
+               + legend_text(legend, {m for marks in time_marks for m in marks}))
     return figure, caption
 
 
@@ -438,14 +452,9 @@ def chart_peak_memory(reports):
 
 
 def chart_accuracy(reports):
+    accuracy_marks, _, legend = cl.row_markers(reports)
     labels = labels_of(reports)
-    finals = []
-    for r in reports:
-        final = cl.number(cl.get(r, "results", "final_test_accuracy"))
-        epochs = cl.epochs_of(r)
-        if final is None and epochs:
-            final = cl.number(epochs[-1].get("test_accuracy"))
-        finals.append(final)
+    finals = [cl.final_accuracy(r) for r in reports]
     if all(f is None for f in finals):
         return "no report has a test accuracy"
     figure, (left, right) = new_figure("Test accuracy", reports, 13.0, max(4.5, 0.45 * len(reports) + 2.5), 1, 2)
@@ -453,7 +462,8 @@ def chart_accuracy(reports):
     palette = colors(len(reports))
     left.barh(y, [100 * (f or 0) for f in finals], 0.6, color=palette)
     for i, f in enumerate(finals):
-        left.annotate(percent(f) if f is not None else "n/a", (100 * (f or 0), i), xytext=(4, 0),
+        left.annotate(cl.marked(percent(f), accuracy_marks[i]) if f is not None else "n/a", (100 * (f or 0), i),
+                      xytext=(4, 0),
                       textcoords="offset points", ha="left", va="center", fontsize=8,
                       color="black" if f is not None else "gray")
     left.set_xlim(0, 115)
@@ -481,7 +491,8 @@ def chart_accuracy(reports):
     right.xaxis.set_major_locator(MaxNLocator(integer=True))
     legend_outside(right, title="lesson")
     caption = ("Left: test accuracy after the last epoch. Right: after each epoch (lessons with identical curves, "
-               "e.g. the same weights bit for bit, are drawn slightly apart so that each stays visible).")
+               "e.g. the same weights bit for bit, are drawn slightly apart so that each stays visible)."
+               + legend_text(legend, {m for marks in accuracy_marks for m in marks}))
     return figure, caption
 
 
@@ -1027,9 +1038,7 @@ def readme(reports, files, drawn, skipped, commands, commit, date):
         "## The table `make run` prints",
         "",
     ]
-    header = [cl.backend_line(reports)] + cl.settings_lines(reports)
-    rows = [list(cl.COLUMNS)] + [cl.row_of(r) for r in reports]
-    lines += ["\n\n".join(header), ""] + cl.markdown_table(rows) + [""]
+    lines += cl.markdown_lines(reports) + [""]
     for name, heading, caption in drawn:
         lines += [f"## {heading}", "", f"![{heading}]({name})", "", caption, ""]
         if name in RUN_TABLES:

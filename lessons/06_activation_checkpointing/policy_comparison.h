@@ -11,7 +11,7 @@
 #include "lessons/mixed_precision.h"
 
 // Lesson 06's flags. add() runs before the command line is parsed: it sets the deeper default model, 784 → 16 × 1024
-// → 10 (on the CPU backend 16 × 256, for one epoch), which --hidden and --epochs override.
+// → 10 (on the CPU backend 16 × 256), which --hidden and --epochs override.
 struct CheckpointFlags {
     std::string checkpoint = "sqrt", precision = "mixed";
     bool compare = false, no_compare = false;
