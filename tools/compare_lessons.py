@@ -35,8 +35,8 @@ COLUMN_NOTE = ("from: the host memory the epochs' copies left (pinned or pageabl
                "GFLOP: the model's arithmetic (common/phase_work.h). These hold on any machine.")
 # Why a speed idea can cost CPU time on the CPU backend (the "device" is this machine's cores), by lesson number.
 CPU_TIME_REASONS = {
-    "02": "the normalize kernel runs on the same CPU cores that normalized on the host in lesson 01 (a GPU does it "
-          "in microseconds, and the bus carries a quarter of the bytes: H2D/epoch)",
+    "02": "the normalize kernel runs on the same CPU cores that normalized on the host in lesson 01, so only the "
+          "bytes over the bus shrink (a quarter: H2D/epoch)",
     "03": "its loader thread and copy stream compete with the kernels for this machine's cores (on a GPU a copy "
           "engine moves the bytes beside the kernels)",
     "08": "its loader workers compete with the kernels for this machine's cores (on a GPU the kernels have the SMs "
@@ -118,10 +118,6 @@ def format_seconds(seconds):
     if seconds is None:
         return MISSING
     return precise(seconds * 1000, "ms") if seconds < 1 else precise(seconds, "s")
-
-
-def format_ms(ms):
-    return MISSING if ms is None else precise(ms, "ms")
 
 
 def format_bytes(count):
@@ -298,8 +294,9 @@ def reference_settings(reports):
 
 def row_markers(reports):
     """(accuracy markers per row, time markers per row, legend): a letter after a row's accuracy for each setting it
-    does not share with most rows; on the CPU backend a letter after a time slower than the nearest earlier row
-    trained with the same settings (the idea of a lesson is speed on a GPU; here it may cost CPU time). The legend
+    does not share with most rows; after a time, one where the time is a sweep's run (lesson 07), and on the CPU
+    backend one where it is slower than the nearest earlier row trained with the same settings (the idea of a lesson
+    is speed on a GPU; here it may cost CPU time). The legend
     is [(letter, text)], in the order the letters were given."""
     reference = reference_settings(reports)
     letters = iter("abcdefghijklmnopqrstuvwxyz")
@@ -316,17 +313,22 @@ def row_markers(reports):
         marks, differs = [], []
         for key, (common, _) in reference.items():
             value = setting(report, key)
-            if value is None or common is None or json.dumps(value, sort_keys=True) == json.dumps(common, sort_keys=True):
+            if value is None or common is None or value == common:
                 continue  # the same, or not recorded (unknown is not different)
             differs.append((key, json.dumps(value, sort_keys=True)))
             text = (f"{describe_setting(key, value)} (the other rows: {describe_setting(key, common)}): "
                     f"{SETTING_EFFECTS.get(key, 'not like for like')}")
-            marks.append(letter_for((key, json.dumps(value, sort_keys=True)), text))
+            marks.append(letter_for(differs[-1], text))
         accuracy.append(marks)
         settings.append(tuple(differs))
 
     times = [[] for _ in reports]
     for i, report in enumerate(reports):
+        if sweep_main_run(report) is not None:  # a time without the per-epoch figures: say why
+            times[i].append(letter_for(("sweep", i), (
+                f"{report.get('program')}: the time of its one pass at batch {get(report, 'config', 'batch')} (its "
+                "batch-size sweep's run); the sweep records its figures per batch size, in its own table, not per "
+                "epoch")))
         seconds = epoch_seconds(report)
         if report.get("backend") != "cpu" or seconds is None:
             continue
@@ -353,12 +355,6 @@ def rows_of(reports):
     rows = [list(COLUMNS)]
     for report, acc_marks, time_marks in zip(reports, accuracy, times):
         cells = figures_of(report)
-        if sweep_main_run(report) is not None:  # a time without the per-epoch figures: say why
-            letter = chr(ord("a") + len(legend))
-            legend.append((letter, f"{report.get('program')}: the time of its one pass at batch "
-                                   f"{get(report, 'config', 'batch')} (its batch-size sweep's run); the sweep records "
-                                   "its figures per batch size, in its own table, not per epoch"))
-            time_marks = time_marks + [letter]
         cells[1] = marked(cells[1], time_marks)
         cells[-1] = marked(cells[-1], acc_marks)
         rows.append(cells)
@@ -396,7 +392,7 @@ def settings_lines(reports):
         lines.append(f"Data: {next(iter(data))}")
     reference = reference_settings(reports)
     shared = [describe_setting(key, value) for key, (value, everyone) in reference.items()
-              if value is not None and (key in ("layers", "batch", "epochs", "limit", "test_limit") or not everyone)]
+              if value is not None and (COMPARED_KEYS[key] is None or not everyone)]
     if shared:
         everyone = all(e for _, e in reference.values())
         lines.append(("Settings: " if everyone else "Settings (rows with a letter after their accuracy differ): ")
