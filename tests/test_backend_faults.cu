@@ -93,6 +93,16 @@ __global__ void barrier_after_thread_zero_skips(float* out) {
     if (threadIdx.x > 0) __syncthreads();  // thread 0 finishes first, barrier-free: the fast path is chosen
     out[threadIdx.x] = 1.0f;
 }
+
+// Thread 0 exits (the fast path is taken), then lanes of warp 0 meet at two different collectives: lane 5 at a
+// ballot, the others at a __syncwarp. Both name lane 5 and the others, which are live: neither can complete.
+__global__ void collectives_disagree_after_thread_zero_exits(float* out) {
+    if (threadIdx.x == 0) return;
+    if (threadIdx.x % 32 == 5)
+        out[threadIdx.x] = float(__ballot_sync(0xffffffff, 1));
+    else
+        __syncwarp();
+}
 #endif
 
 __global__ void early_return_before_barrier(float* out, int n) {
@@ -229,10 +239,20 @@ TEST_CASE("must fail: a barrier reached by only some threads aborts", "[backend]
     expect_kernel_fault([] { launch(barrier_in_branch, 1, 64, 0, 0, fault_buffer()); },
                         "without reaching the __syncthreads", "barrier_in_branch");
 #if !defined(__SANITIZE_THREAD__)  // the race build has no fast path: this is then the case above
+    // The plain call that reaches the barrier becomes a fiber thread; thread 0 has finished without reaching it.
     expect_kernel_fault([] { launch(barrier_after_thread_zero_skips, 1, 64, 0, 0, fault_buffer()); },
-                        "divergent barrier", "barrier_after_thread_zero_skips");
+                        "thread (0,0,0) finished the kernel without reaching the __syncthreads",
+                        "barrier_after_thread_zero_skips");
 #endif
 }
+
+#if !defined(__SANITIZE_THREAD__)
+TEST_CASE("must fail: after thread 0 exits, live lanes at different warp collectives abort", "[backend][must-fail]") {
+    cpu_backend::set_schedule_fuzzing(false);  // the fast path: thread 0 exits first, the rest start as plain calls
+    expect_kernel_fault([] { launch(collectives_disagree_after_thread_zero_exits, 1, 64, 0, 0, fault_buffer()); },
+                        "can never complete", "collectives_disagree_after_thread_zero_exits");
+}
+#endif
 
 TEST_CASE("must fail: an early return before a barrier aborts", "[backend][must-fail]") {
     expect_kernel_fault([] { launch(early_return_before_barrier, 1, 64, 0, 0, fault_buffer(), 40); },

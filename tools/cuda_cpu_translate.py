@@ -234,13 +234,17 @@ def launch_replacement(kernel: str, config: str, arguments_original: str, argume
     comma_original = ", " if arguments_original.strip() else ""
     comma_flat = ", " if arguments_flat.strip() else ""
     single = f"::cpu_backend::single_kernel<decltype(cuda_cpu_tag_)>({kernel_flat})"
+    # Case 1 needs the arguments to convert to the single kernel's parameters: a kernel with default arguments that
+    # the launch leaves out is called instead (case 3), with its address kept for its static __shared__.
     return (
         f"::cpu_backend::launch_from_source(::cpu_backend::LaunchSite{{__FILE__, __LINE__, __func__, \"{name}\"}}, "
         f"::cpu_backend::LaunchConfig({config}), [&](auto cuda_cpu_tag_) {{ "
-        f"if constexpr (requires {{ {single}; }}) "
+        f"if constexpr (requires {{ ::cpu_backend::KernelArguments<decltype({single})>({arguments_flat}); }}) "
         f"return ::cpu_backend::bind_kernel({single}, ::cpu_backend::KernelArguments<decltype({single})>("
         f"{arguments_original})); "
-        f"else return ::cpu_backend::bind_deduced_kernel([&]<typename... cuda_cpu_types_>() {{ "
+        f"else return ::cpu_backend::bind_deduced_kernel([&]() -> const void* {{ "
+        f"if constexpr (requires {{ {single}; }}) return reinterpret_cast<const void*>({single}); "
+        f"else return nullptr; }}(), [&]<typename... cuda_cpu_types_>() {{ "
         f"if constexpr (requires {{ static_cast<void (*)(cuda_cpu_types_...)>({kernel_flat}); }}) "
         f"return static_cast<void (*)(cuda_cpu_types_...)>({kernel_flat}); else return nullptr; }}, "
         f"[&](auto&... cuda_cpu_arguments_) {{ {kernel_flat}(cuda_cpu_arguments_...); }}{comma_flat}{arguments_flat}); "

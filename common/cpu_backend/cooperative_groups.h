@@ -3,7 +3,8 @@
 // What <cooperative_groups.h> and <cooperative_groups/reduce.h> give a kernel in the cpu flavor (the files of those
 // names in cuda_include/ include this one). Each operation is the warp or block primitive CUDA builds it from, so it
 // has the same rules here as there: a tile's shuffles and votes are __shfl_*_sync / __ballot_sync over the tile's
-// lanes (mask and width), tile.sync() is __syncwarp(tile's mask), block.sync() is __syncthreads().
+// lanes (mask and width), tile.sync() is __syncwarp(tile's mask), block.sync() is __syncthreads(). A group's shfl
+// moves any trivially copyable type, one shuffle per 8-byte word.
 //   thread_block            this_thread_block(): sync, thread_rank, num_threads/size, group_index, thread_index,
 //                           dim_threads/group_dim
 //   thread_block_tile<N>    tiled_partition<N>(block or tile), N = 1, 2, 4, ..., 32: sync, thread_rank,
@@ -23,6 +24,7 @@
 #pragma once
 
 #include <bit>
+#include <cstring>
 #include <type_traits>
 
 #include "common/cpu_backend/runtime.h"
@@ -36,6 +38,22 @@ inline unsigned block_thread_rank() {
 }
 inline unsigned block_thread_count() {
     return blockDim.x * blockDim.y * blockDim.z;
+}
+// A group's shfl takes any trivially copyable type, of any size (CUDA's moves it in 32-bit pieces); the warp
+// primitives move at most 8 bytes, so a larger value goes in 8-byte words, one shuffle each.
+template <typename T, typename ShuffleWord>
+T shuffle_any(const T& value, ShuffleWord shuffle_word) {
+    static_assert(std::is_trivially_copyable_v<T>, "a group's shfl moves trivially copyable values");
+    if constexpr (sizeof(T) <= 8) {
+        return shuffle_word(value);
+    } else {
+        unsigned long long words[(sizeof(T) + 7) / 8] = {};
+        std::memcpy(words, static_cast<const void*>(&value), sizeof(T));
+        for (unsigned long long& word : words) word = shuffle_word(word);
+        T result;
+        std::memcpy(static_cast<void*>(&result), words, sizeof(T));
+        return result;
+    }
 }
 }  // namespace details
 
@@ -81,19 +99,20 @@ class thread_block_tile {
 
     template <typename T>
     T shfl(T value, int source_rank) const {
-        return __shfl_sync(mask(), value, source_rank, int(N));
+        return details::shuffle_any(value, [&](auto word) { return __shfl_sync(mask(), word, source_rank, int(N)); });
     }
     template <typename T>
     T shfl_up(T value, unsigned delta) const {
-        return __shfl_up_sync(mask(), value, delta, int(N));
+        return details::shuffle_any(value, [&](auto word) { return __shfl_up_sync(mask(), word, delta, int(N)); });
     }
     template <typename T>
     T shfl_down(T value, unsigned delta) const {
-        return __shfl_down_sync(mask(), value, delta, int(N));
+        return details::shuffle_any(value, [&](auto word) { return __shfl_down_sync(mask(), word, delta, int(N)); });
     }
     template <typename T>
     T shfl_xor(T value, unsigned lane_mask) const {
-        return __shfl_xor_sync(mask(), value, int(lane_mask), int(N));
+        return details::shuffle_any(value,
+                                    [&](auto word) { return __shfl_xor_sync(mask(), word, int(lane_mask), int(N)); });
     }
     unsigned ballot(int predicate) const {  // bit i: the tile's thread i
         const unsigned first_lane = details::block_thread_rank() % 32 / N * N;
@@ -175,18 +194,20 @@ class coalesced_group {
     void sync() const { __syncwarp(lanes_); }
     template <typename T>
     T shfl(T value, unsigned source_rank) const {
-        return __shfl_sync(lanes_, value, int(lane_of_rank(source_rank % num_threads())));
+        const int lane = int(lane_of_rank(source_rank % num_threads()));
+        return details::shuffle_any(value, [&](auto word) { return __shfl_sync(lanes_, word, lane); });
     }
     template <typename T>
     T shfl_down(T value, unsigned delta) const {
         const unsigned rank = thread_rank() + delta;
-        const T moved = __shfl_sync(lanes_, value, int(lane_of_rank(rank < num_threads() ? rank : thread_rank())));
-        return moved;
+        const int lane = int(lane_of_rank(rank < num_threads() ? rank : thread_rank()));
+        return details::shuffle_any(value, [&](auto word) { return __shfl_sync(lanes_, word, lane); });
     }
     template <typename T>
     T shfl_up(T value, unsigned delta) const {
         const unsigned rank = thread_rank() >= delta ? thread_rank() - delta : thread_rank();
-        return __shfl_sync(lanes_, value, int(lane_of_rank(rank)));
+        const int lane = int(lane_of_rank(rank));
+        return details::shuffle_any(value, [&](auto word) { return __shfl_sync(lanes_, word, lane); });
     }
     unsigned ballot(int predicate) const {  // bit i: the group's thread i
         const unsigned lanes_voting = __ballot_sync(lanes_, predicate);

@@ -5,7 +5,9 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "common/cpu_backend/internal.h"
 
@@ -26,6 +28,15 @@ bool is_backend_memory(const void* pointer) {
     return found;
 }
 }  // namespace
+
+// Time in a kernel (runtime_extra.h): nanoseconds are cycles of the nominal 1 GHz clock cudaDevAttrClockRate gives.
+long long clock64() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+void __nanosleep(unsigned) {
+    std::this_thread::yield();  // a sleep of 0 ns is within CUDA's "approximately 0 to 2·ns"
+}
 
 // Profiler brackets: there is no profiler to start; the program's timings go on.
 cudaError_t cudaProfilerStart() {

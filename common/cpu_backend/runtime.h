@@ -211,9 +211,11 @@ void launch_kernel(void (*kernel)(KernelParams...), const LaunchGrid& grid, dim3
 // build/cpu/cuda_cpu_translated/). Like CUDA, the arguments are evaluated once and converted to the kernel's
 // parameter types (so NULL or 0 passes as a pointer), and a template kernel may deduce its template arguments from
 // them. The kernel expression is used in one of three ways, whichever compiles first:
-//   1. it names one function (a kernel, kernel<T, 4>, a function pointer): single_kernel() takes its address;
+//   1. it names one function (a kernel, kernel<T, 4>, a function pointer) and the arguments convert to its
+//      parameters: single_kernel() takes its address;
 //   2. it names a template or an overload set whose member taking exactly the arguments' types is a kernel;
-//   3. otherwise each CUDA thread calls it with the arguments, so overload resolution and deduction are a call's.
+//   3. otherwise each CUDA thread calls it with the arguments, so overload resolution, deduction and default
+//      arguments are a call's.
 
 // Where a launch was written and the kernel as it was spelled there.
 struct LaunchSite {
@@ -281,15 +283,18 @@ struct CalledFromSource {
 };
 
 // Cases 2 and 3: `kernel_of_types.template operator()<A...>()` gives the kernel taking exactly A... (or nullptr).
+// named_kernel: the kernel's address where the expression names one function whose arguments case 1 could not
+// convert (a kernel with default arguments the launch leaves out, which only a call fills in), else nullptr; the
+// launch finds the kernel's static __shared__ variables and attributes by it.
 template <typename KernelOfTypes, typename Call, typename... Args>
-auto bind_deduced_kernel(KernelOfTypes kernel_of_types, Call call, Args&&... args) {
+auto bind_deduced_kernel(const void* named_kernel, KernelOfTypes kernel_of_types, Call call, Args&&... args) {
     using Found = decltype(kernel_of_types.template operator()<std::decay_t<Args>...>());
     if constexpr (!std::is_null_pointer_v<Found>) {
         const Found kernel = kernel_of_types.template operator()<std::decay_t<Args>...>();
         return BoundFromSource<std::decay_t<Args>...>{{kernel, {std::forward<Args>(args)...}},
                                                       reinterpret_cast<const void*>(kernel)};
     } else
-        return CalledFromSource<Call, std::decay_t<Args>...>{{call, {std::forward<Args>(args)...}}};
+        return CalledFromSource<Call, std::decay_t<Args>...>{{call, {std::forward<Args>(args)...}}, named_kernel};
 }
 
 template <typename Bound>

@@ -572,6 +572,94 @@ inline unsigned long long atomicMax(unsigned long long* address, unsigned long l
                                  [](unsigned long long a, unsigned long long b) { return a > b ? a : b; });
 }
 
+// Scoped atomics (sm_60+): atomicAdd_block is atomic among the block's threads, atomicAdd_system also towards the host
+// and peer devices. Every atomic here is atomic for the whole process, at least as strong as either scope.
+#define CUDA_CPU_SCOPED_ATOMIC(NAME)                                                 \
+    template <typename... Args>                                                      \
+    inline auto NAME##_block(Args... args) -> decltype(NAME(args...)) {              \
+        return NAME(args...);                                                        \
+    }                                                                                \
+    template <typename... Args>                                                      \
+    inline auto NAME##_system(Args... args) -> decltype(NAME(args...)) {             \
+        return NAME(args...);                                                        \
+    }
+CUDA_CPU_SCOPED_ATOMIC(atomicAdd)
+CUDA_CPU_SCOPED_ATOMIC(atomicSub)
+CUDA_CPU_SCOPED_ATOMIC(atomicExch)
+CUDA_CPU_SCOPED_ATOMIC(atomicMin)
+CUDA_CPU_SCOPED_ATOMIC(atomicMax)
+CUDA_CPU_SCOPED_ATOMIC(atomicInc)
+CUDA_CPU_SCOPED_ATOMIC(atomicDec)
+CUDA_CPU_SCOPED_ATOMIC(atomicCAS)
+CUDA_CPU_SCOPED_ATOMIC(atomicAnd)
+CUDA_CPU_SCOPED_ATOMIC(atomicOr)
+CUDA_CPU_SCOPED_ATOMIC(atomicXor)
+#undef CUDA_CPU_SCOPED_ATOMIC
+
+// --- __match_any_sync / __match_all_sync (sm_70+) ---------------------------------------------------------------
+// The lanes of the mask compare a 32- or 64-bit value, bit for bit (PTX ISA, match.sync). As for every warp collective
+// here, lanes that exited count as arrived and take no part ("all non-exited threads in membermask").
+namespace cpu_backend {
+// Each lane's answer: the live lanes whose value has the same bits as its own.
+inline void combine_match_any(WarpLaneSlot* lanes, unsigned group) {
+    for (int lane = 0; lane < 32; ++lane) {
+        if (!(group >> lane & 1u)) continue;
+        const uint64_t mine = *static_cast<const uint64_t*>(lanes[lane].in);
+        unsigned same = 0;
+        for (int other = 0; other < 32; ++other) {
+            if ((group >> other & 1u) && *static_cast<const uint64_t*>(lanes[other].in) == mine) same |= 1u << other;
+        }
+        *static_cast<unsigned*>(lanes[lane].out) = same;
+    }
+}
+// Each lane's answer: 1 if every live lane of the mask holds the same bits, else 0.
+inline void combine_match_all(WarpLaneSlot* lanes, unsigned group) {
+    const int first = std::countr_zero(group);
+    const uint64_t bits = *static_cast<const uint64_t*>(lanes[first].in);
+    int all = 1;
+    for (int lane = 0; lane < 32; ++lane) {
+        if ((group >> lane & 1u) && *static_cast<const uint64_t*>(lanes[lane].in) != bits) all = 0;
+    }
+    for (int lane = 0; lane < 32; ++lane) {
+        if (group >> lane & 1u) *static_cast<int*>(lanes[lane].out) = all;
+    }
+}
+template <typename T>
+uint64_t match_bits(T value) {
+    static_assert(std::is_arithmetic_v<T> && (sizeof(T) == 4 || sizeof(T) == 8),
+                  "__match_any_sync/__match_all_sync take int, unsigned, long, long long (and unsigned), float or double");
+    using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+    return std::bit_cast<Bits>(value);
+}
+}  // namespace cpu_backend
+
+// The lanes of `mask` whose `value` equals this lane's.
+template <typename T>
+unsigned __match_any_sync(unsigned mask, T value, std::source_location site = std::source_location::current()) {
+    const uint64_t bits = cpu_backend::match_bits(value);
+    unsigned same = 0;
+    cpu_backend::warp_collective(mask, cpu_backend::combine_match_any, &bits, &same, site);
+    return same;
+}
+// `mask` if every lane of it holds the same `value` (*pred = true), else 0 (*pred = false).
+template <typename T>
+unsigned __match_all_sync(unsigned mask, T value, int* pred,
+                          std::source_location site = std::source_location::current()) {
+    const uint64_t bits = cpu_backend::match_bits(value);
+    int all = 0;
+    cpu_backend::warp_collective(mask, cpu_backend::combine_match_all, &bits, &all, site);
+    *pred = all;
+    return all ? mask : 0u;
+}
+
+// --- time in a kernel ----------------------------------------------------------------------------------------------
+// clock64(): the host's steady clock in nanoseconds, which is cycles of the nominal 1 GHz clock that
+// cudaDevAttrClockRate reports; differences time what a thread did, as on a GPU (CPU time, not a GPU's).
+long long clock64();
+// __nanosleep(ns): CUDA promises a sleep of about 0 to 2·ns (at most 1 ms); here the OS thread yields, which is within
+// that promise, so a spin-wait with back-off lets other work run.
+void __nanosleep(unsigned ns);
+
 // --- host API: the calls public programs make beyond runtime.h's (host_api_extra.cpp defines the rest) ----------
 template <typename T>
 cudaError_t cudaGetSymbolAddress(void** address, const T& symbol) {

@@ -1,8 +1,10 @@
 // common/cpu_backend/scheduler.cpp — runs a grid of CUDA threads on the CPU.
 //
 // A block runs on one OS thread. Thread 0 starts on a fiber. If it finishes without reaching a barrier or a warp
-// collective, the block takes the fast path: the other threads run one after another as plain calls. Otherwise every
-// thread gets a fiber, and the block is scheduled in passes: in a pass every runnable thread runs until its next sync
+// collective, the block takes the fast path: the other threads run one after another as plain calls on that fiber. If
+// one of them reaches a sync point after all (lanes that exited early, legal before a warp collective), the fiber
+// becomes that thread's own, the threads after it get fibers, and the block goes on as the general case. Otherwise
+// every thread gets a fiber, and the block is scheduled in passes: in a pass every runnable thread runs until its next sync
 // point (barrier, warp collective) or its end, then hands over directly to the next runnable thread (one context
 // switch per thread per sync point); the last one hands back to the scheduler. Between passes the scheduler
 // completes what can complete: warp collectives whose live lanes have all arrived, then the block barrier once every
@@ -220,6 +222,9 @@ struct BlockRun {
     std::vector<CudaThread> threads;
     CudaThread* current = nullptr;  // the fiber running now; null on the fast path
     unsigned plain_thread = 0;      // the thread running now on the fast path
+    // The fast path is on offer (thread 0 runs first, alone) or taken (threads 1, 2, ... run as plain calls on thread
+    // 0's fiber after it). A plain call that reaches a sync point turns it off: that fiber becomes its thread's own.
+    bool plain_calls = false;
     // How many threads are in each blocked state, counted as they arrive (no sweep over the block after a pass).
     unsigned finished = 0, at_barrier = 0, at_warp_collective = 0;
     // A pass: threads hand over directly to the next runnable thread in pass order (one switch per thread per
@@ -519,10 +524,12 @@ uintptr_t faulting_pc(const void* context) {
 void on_segv(int signal, siginfo_t* info, void* context) {
     const Worker* w = this_worker;
     const char* address = static_cast<const char*>(info->si_addr);
-    if (w && w->run.kernel && w->run.current && address >= w->run.current->guard_low &&
-        address < w->run.current->guard_high) {
+    // Whose stack runs now: the current fiber's, or on the fast path thread 0's, which the plain calls run on.
+    const CudaThread* on_stack =
+        !w || !w->run.kernel ? nullptr : w->run.current ? w->run.current : w->run.plain_calls ? &w->run.threads[0] : nullptr;
+    if (on_stack && address >= on_stack->guard_low && address < on_stack->guard_high) {
         const BlockRun& run = w->run;
-        const uint3 t = run.current->index, b = run.block;
+        const uint3 t = run.current ? run.current->index : thread_index(run.plain_thread), b = run.block;
         char text[1024];
         const int length = std::snprintf(
             text, sizeof text,
@@ -687,6 +694,72 @@ void run_catching(BlockRun& run, const KernelInvocation& kernel) {
     }
 }
 
+// The fast path: thread 0 finished without reaching a sync point, so the others run one after another as plain calls
+// on its fiber, threadIdx counted up like an odometer. Returns the thread this fiber ends as: thread 0 when every plain
+// call finished (they are counted as finished here), or the thread that reached a sync point, whose fiber this became
+// (leave_plain_calls).
+CudaThread* run_plain_calls(BlockRun& run, const KernelInvocation& kernel) {
+    run.current = nullptr;
+    uint3 index{0, 0, 0};
+    for (unsigned i = 1; i < run.thread_count; ++i) {
+        if (++index.x == blockDim.x) {
+            index.x = 0;
+            if (++index.y == blockDim.y) {
+                index.y = 0;
+                ++index.z;
+            }
+        }
+        run.plain_thread = i;
+        threadIdx = index;
+        run_catching(run, kernel);
+        if (!run.plain_calls) return run.current;  // thread i became a fiber thread, and has now finished
+    }
+    run.plain_calls = false;
+    run.finished += run.thread_count - 1;  // threads 1 … n−1; thread 0 is counted by its fiber's end
+    return &run.threads[0];
+}
+
+void start_fiber(Worker& w, CudaThread& thread);
+
+// A plain call (thread plain_thread) reached a sync point: a kernel where thread 0 exits before lanes of its warp, or
+// other warps, meet at a warp collective (legal: exited lanes count as arrived) or, wrongly, at a barrier. The fiber
+// the plain calls run on becomes this thread's own; the threads before it have finished; those after it get fibers
+// and run in this pass. From here the block is scheduled as any other, which completes the collective or reports
+// the barrier that finished threads skipped.
+void leave_plain_calls(Worker& w) {
+    BlockRun& run = w.run;
+    const unsigned first_waiting = run.plain_thread;
+    for (unsigned i = 0; i < first_waiting; ++i) {
+        CudaThread& t = run.threads[i];
+        t.linear = i;
+        t.index = thread_index(i);
+        t.state = ThreadState::finished;
+    }
+    run.finished = first_waiting;
+    CudaThread& self = run.threads[first_waiting];
+    const CudaThread& stack_owner = run.threads[0];  // whose stack this fiber runs on
+    self.linear = first_waiting;
+    self.index = thread_index(first_waiting);
+    self.state = ThreadState::runnable;
+    self.guard_low = stack_owner.guard_low;
+    self.guard_high = stack_owner.guard_high;
+#if defined(CPU_BACKEND_ASAN)
+    self.stack_bottom = stack_owner.stack_bottom;
+    self.stack_size = stack_owner.stack_size;
+#endif
+    for (unsigned i = first_waiting + 1; i < run.thread_count; ++i) {
+        CudaThread& t = run.threads[i];
+        t.linear = i;
+        t.index = thread_index(i);
+        t.state = ThreadState::runnable;
+        start_fiber(w, t);
+    }
+    run.plain_calls = false;
+    run.current = &self;
+    run.pass_position = first_waiting + 1;  // the pass goes on with the threads after it
+    run.pass_end = run.thread_count;
+}
+
 void start_fiber(Worker& w, CudaThread& thread) {
     BlockRun* run = &w.run;
     CudaThread* self = &thread;
@@ -715,11 +788,14 @@ void start_fiber(Worker& w, CudaThread& thread) {
         tsan_ignore_end();
 #endif
         run_catching(*run, *kernel);
+        // Thread 0 reached no sync point: the others run here as plain calls. This fiber ends as the last of them,
+        // or as the one that reached a sync point (run_plain_calls says which).
+        CudaThread* const finishing = run->plain_calls ? run_plain_calls(*run, *kernel) : self;
 #if defined(CPU_BACKEND_TSAN)
         __tsan_release(&grid_token);  // what this thread wrote happens before the host's next look at memory
         tsan_ignore_begin();
 #endif
-        self->state = ThreadState::finished;
+        finishing->state = ThreadState::finished;
         ++run->finished;
         // Hand over to the next thread of the pass (or the scheduler); this fiber and its stack are released.
         CudaThread* next = next_in_pass(*run);
@@ -938,25 +1014,12 @@ void run_block(Worker& w, const KernelInvocation& kernel, uint3 block, const Sch
         first.state = ThreadState::runnable;
         start_fiber(w, first);
         run.pass_order = nullptr;
-        run_pass(run, 1);  // only thread 0 exists yet: the pass is thread 0 alone
-        if (first.state == ThreadState::finished) {
-            // The fast path proper: one plain call per thread, threadIdx counted up like an odometer.
-            uint3 index{0, 0, 0};
-            for (unsigned i = 1; i < run.thread_count; ++i) {
-                if (++index.x == blockDim.x) {
-                    index.x = 0;
-                    if (++index.y == blockDim.y) {
-                        index.y = 0;
-                        ++index.z;
-                    }
-                }
-                run.plain_thread = i;
-                threadIdx = index;
-                run_catching(run, kernel);
-            }
-            return;
-        }
-        first_fiber = 1;
+        run.plain_calls = true;  // if thread 0 finishes, its fiber runs the others (run_plain_calls)
+        run_pass(run, 1);        // only thread 0 exists yet: the pass is thread 0 alone (and the plain calls)
+        run.plain_calls = false;
+        if (run.finished == run.thread_count) return;  // the fast path, all the way
+        // Thread 0 waits at a sync point: the others need fibers. Or a plain call reached one: they have them.
+        first_fiber = first.state == ThreadState::finished ? run.thread_count : 1;
     }
 
     for (unsigned i = first_fiber; i < run.thread_count; ++i) {
@@ -1233,22 +1296,20 @@ unsigned char* dynamic_shared_memory() {
 
 // --- sync points, called from kernel code ----------------------------------------------------------------------
 namespace {
-// Why a sync point cannot be reached here. Out of line and cold: the check on the hot path stays a few instructions
-// with a small stack frame (each fiber's frames live on its own stack, so every byte touched is a cache line).
-[[noreturn, gnu::cold, gnu::noinline]] void sync_point_misuse(const char* what, const std::source_location& site) {
-    if (!this_worker || !this_worker->run.kernel) fatal("%s called outside a kernel, at %s", what, where(site).c_str());
-    BlockRun& run = this_worker->run;
-    block_fault(run, "thread " + coords(thread_index(run.plain_thread)) + " reached " + what + " at " + where(site) +
-                         ", but thread (0,0,0), which ran first, finished without reaching any barrier or warp "
-                         "collective, so the block took the barrier-free fast path (divergent barrier). On a GPU this "
-                         "is a bug for __syncthreads; the CPU backend also needs the first thread of a block to reach "
-                         "a warp collective if any thread does (see common/cpu_backend/README.md, \"Not supported\").");
+// A sync point reached by no fiber thread: outside a kernel (a fault), or by a plain call of the fast path. Out of line
+// and cold: the check on the hot path stays a few instructions with a small stack frame (each fiber's frames live on
+// its own stack, so every byte touched is a cache line).
+[[gnu::cold, gnu::noinline]] void not_on_a_fiber(const char* what, const std::source_location& site) {
+    Worker* w = this_worker;
+    if (!w || !w->run.kernel || !w->run.plain_calls)
+        fatal("%s called outside a kernel, at %s", what, where(site).c_str());
+    leave_plain_calls(*w);  // a plain call of the fast path: its fiber becomes this thread's
 }
 
 inline BlockRun& current_block(const char* what, const std::source_location& site) {
     Worker* w = this_worker;
     if (!w || !w->run.kernel || !w->run.current) [[unlikely]]
-        sync_point_misuse(what, site);
+        not_on_a_fiber(what, site);
     return w->run;
 }
 }  // namespace
@@ -1395,8 +1456,12 @@ int __all_sync(unsigned mask, int predicate, std::source_location site) {
 unsigned __activemask() {
     [[maybe_unused]] cpu_backend::TsanIgnoreScope bookkeeping;
     const auto* w = cpu_backend::this_worker;
-    if (!w || !w->run.kernel || !w->run.current) return 0xffffffffu;
+    if (!w || !w->run.kernel) return 0xffffffffu;
     const auto& run = w->run;
+    if (!run.current) {  // a plain call of the fast path: the lanes before it in its warp have exited
+        const unsigned lane = run.plain_thread % 32, left = std::min(32u, run.thread_count - run.plain_thread / 32 * 32);
+        return (left == 32 ? 0xffffffffu : (1u << left) - 1) & ~((1u << lane) - 1);
+    }
     const unsigned base = run.current->linear / 32 * 32;
     unsigned live = 0;
     for (unsigned l = 0; l < 32 && base + l < run.thread_count; ++l) {
