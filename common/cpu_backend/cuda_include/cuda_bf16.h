@@ -11,24 +11,24 @@
 #include <cstdint>
 #include <cstring>
 
-// atomicAdd on bfloat16 (sm_80+; CUDA's header declares it for device code only): a compare-and-swap loop on the value's
-// bits, since blocks may run on several workers at once. The sum is added in float and rounded once to bfloat16:
-// float's 24 bits are more than 2·8 + 2, so rounding twice gives the correctly rounded sum, as the GPU's add does.
+#include "common/cpu_backend/runtime.h"  // cpu_backend::fp16::atomic_add_bits, the compare-and-swap loop
+
+// atomicAdd on bfloat16 (sm_80+; CUDA's header declares it for device code only): fp16_host.h's compare-and-swap loop
+// on the value's bits, since blocks may run on several workers at once. The sum is added in float and rounded once
+// to bfloat16: float's 24 bits are more than 2·8 + 2, so rounding twice gives the correctly rounded sum, as the GPU's
+// add does.
 namespace cpu_backend::bf16 {
-template <typename Bits, typename T, typename Add>
-T atomic_add_bits(T* address, T value, Add add) {
-    static_assert(sizeof(Bits) == sizeof(T));
-    Bits* bits_address = reinterpret_cast<Bits*>(address);
-    Bits expected = __atomic_load_n(bits_address, __ATOMIC_RELAXED);
-    for (;;) {
-        T old;
-        std::memcpy(static_cast<void*>(&old), &expected, sizeof old);
-        const T sum = add(old, value);
-        Bits desired;
-        std::memcpy(&desired, static_cast<const void*>(&sum), sizeof desired);
-        if (__atomic_compare_exchange_n(bits_address, &expected, desired, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-            return old;
-    }
+template <typename Bits, typename T>
+Bits bits_of(T value) {
+    Bits bits;
+    std::memcpy(&bits, static_cast<const void*>(&value), sizeof bits);
+    return bits;
+}
+template <typename T, typename Bits>
+T from_bits(Bits bits) {
+    T value;
+    std::memcpy(static_cast<void*>(&value), &bits, sizeof bits);
+    return value;
 }
 inline __nv_bfloat16 add(__nv_bfloat16 a, __nv_bfloat16 b) {
     return __float2bfloat16(__bfloat162float(a) + __bfloat162float(b));
@@ -36,15 +36,20 @@ inline __nv_bfloat16 add(__nv_bfloat16 a, __nv_bfloat16 b) {
 }  // namespace cpu_backend::bf16
 
 inline __nv_bfloat16 atomicAdd(__nv_bfloat16* address, const __nv_bfloat16 value) {
-    return cpu_backend::bf16::atomic_add_bits<uint16_t>(address, value, cpu_backend::bf16::add);
+    using namespace cpu_backend::bf16;
+    return cpu_backend::fp16::atomic_add_bits<uint16_t>(address, value, bits_of<uint16_t, __nv_bfloat16>,
+                                                        from_bits<__nv_bfloat16, uint16_t>, add);
 }
 // On a GPU each half of the pair is added atomically on its own; one 32-bit CAS is stronger, which no correct program
 // can tell apart.
 inline __nv_bfloat162 atomicAdd(__nv_bfloat162* address, const __nv_bfloat162 value) {
-    return cpu_backend::bf16::atomic_add_bits<uint32_t>(address, value, [](__nv_bfloat162 a, __nv_bfloat162 b) {
-        __nv_bfloat162 sum;
-        sum.x = cpu_backend::bf16::add(a.x, b.x);
-        sum.y = cpu_backend::bf16::add(a.y, b.y);
-        return sum;
-    });
+    using namespace cpu_backend::bf16;
+    return cpu_backend::fp16::atomic_add_bits<uint32_t>(
+        address, value, bits_of<uint32_t, __nv_bfloat162>, from_bits<__nv_bfloat162, uint32_t>,
+        [](__nv_bfloat162 a, __nv_bfloat162 b) {
+            __nv_bfloat162 sum;
+            sum.x = add(a.x, b.x);
+            sum.y = add(a.y, b.y);
+            return sum;
+        });
 }
