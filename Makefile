@@ -36,7 +36,7 @@ help:
 	@echo "  make test-cpu       build the cpu flavor and run its tests (a skip not allowed in tests/allowed_skips.txt fails)"
 	@echo "  make test-cuda      build the cuda flavor and run its tests (no GPU: those that need one skip; no nvcc: skipped)"
 	@echo "  make test-sanitize  the cpu flavor with AddressSanitizer + UBSan (build/cpu-sanitize), and its tests but"
-	@echo "                      the step-by-step comparisons with the float64 reference trainer"
+	@echo "                      the float64-reference comparisons, lesson 06's 20-step runs and lesson 04's every-step run"
 	@echo "  make test-race      the cpu flavor with ThreadSanitizer, the race detector (build/cpu-race), and its tests"
 	@echo "                      except whole training runs and the async must-fail ones (RACE_TESTS=<regex>: some)"
 	@echo "  make test-fuzz      the cpu flavor's tests but whole training runs, schedule-fuzzed with FUZZ_SEEDS (1 2 3)"
@@ -107,10 +107,12 @@ check-playground: | deps
 
 test-cpu: cpu
 	$(CTEST) --test-dir build/cpu
-# The step-by-step comparisons with the float64 reference are numerics, not memory safety (the cpu and cuda runs
-# check them; their code paths run under the sanitizers in the other lesson tests): left out, they took ~7 minutes.
+# Left out, as numerics rather than memory safety (the cpu and cuda runs check them; their code paths run under the
+# sanitizers in other tests): the step-by-step comparisons with the float64 reference (~7 minutes), lesson 06's 20-step
+# runs under every policy (~2.4 minutes; "checkpointing: ... gradients are bitwise ..." runs the same code) and lesson 04
+# with all seven GEMM steps (2 minutes; each step's kernels have their own tests, lesson 04 runs in two other tests).
 test-sanitize: sanitize
-	$(CTEST) --test-dir build/cpu-sanitize -E 'follow the float64 reference trainer'
+	$(CTEST) --test-dir build/cpu-sanitize -E 'follow the float64 reference trainer|^checkpointing: 20 |^lessons: 04 with every GEMM step'
 # Every test but the lessons' and lesson 06's 20-step runs (whole training runs, far too slow under ThreadSanitizer:
 # their kernels are each tested on their own here) and the asynchronous
 # streams' must-fail tests (a missing stream wait is meant to give stale data there; TSan reports it as a race

@@ -63,6 +63,15 @@ class Translate(unittest.TestCase):
         out = self.check_lines_kept("k<<<(n >> 1), f(a >> 2)>>>(x);\n")
         self.assertIn("LaunchConfig((n >> 1), f(a >> 2))", out)
 
+    def test_void_cast_of_a_launched_kernel_dropped(self):
+        source = ('e = cudaLaunchCooperativeKernel((void *)reduce, grid, block, args, smem, NULL);\n'
+                  'cudaLaunchKernel( (const void*)\n  k<float>, 1, 1, args);\n'
+                  '// cudaLaunchKernel((void*)k, 1, 1, args)\nf((void*)k);\n')
+        out = self.check_lines_kept(source)
+        self.assertIn("cudaLaunchCooperativeKernel(reduce, grid", out)
+        self.assertIn("cudaLaunchKernel( \n  k<float>, 1", out)
+        self.assertIn("// cudaLaunchKernel((void*)k, 1, 1, args)\nf((void*)k);", out)  # a comment, another call
+
     def test_extern_shared(self):
         out = self.check_lines_kept("__global__ void k() {\n    extern __shared__ __align__(16) float tile[];\n}\n"
                                     "extern __shared__ int file_scope[];\n")

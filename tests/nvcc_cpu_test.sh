@@ -2,7 +2,7 @@
 # tests/nvcc_cpu_test.sh BUILD_DIR — tools/nvcc-cpu on plain CUDA files (tests/plain_cuda/, written as public
 # kernel-exercise repositories write them): each compiles unmodified, runs and validates against its CPU reference;
 # the must-fail cases stop with the fault they should; CUDA's libraries are refused by name, and so, in one line, are the
-# driver API and textures (tests/plain_cuda/refused/).
+# driver API, textures and cooperative groups' tiles wider than a warp (tests/plain_cuda/refused/).
 set -uo pipefail
 build=$(cd "$1" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,20 +27,21 @@ for source in "$here"/plain_cuda/*.cu; do
 done
 
 # must fail: each a kernel fault that names what went wrong
-expect_fault() {  # CASE, then text the message must hold
+expect_fault() {  # PROGRAM, CASE, then text the message must hold
     local output status
-    output=$("$scratch/launch_forms" "$1" 2>&1); status=$?
-    if [ "$status" -eq 0 ] || ! grep -qF "$2" <<<"$output"; then
-        echo "$output"; fail "launch_forms $1: expected a fault mentioning '$2' (exit status $status)"
+    [ -x "$scratch/$1" ] || return 0  # its build failed, reported above
+    output=$("$scratch/$1" "$2" 2>&1); status=$?
+    if [ "$status" -eq 0 ] || ! grep -qF "$3" <<<"$output"; then
+        echo "$output"; fail "$1 $2: expected a fault mentioning '$3' (exit status $status)"
     else
-        echo "ok: launch_forms $1 stops: $(grep -F "$2" <<<"$output" | head -1 | cut -c1-160)"
+        echo "ok: $1 $2 stops: $(grep -F "$3" <<<"$output" | head -1 | cut -c1-160)"
     fi
 }
-if [ -x "$scratch/launch_forms" ]; then
-    expect_fault trap "__trap() was called"
-    expect_fault grid-sync "grid_group::sync()"
-    expect_fault assert "assert(x[i] >= 0.0f) failed at"
-fi
+expect_fault launch_forms trap "__trap() was called"
+expect_fault launch_forms grid-sync "grid_group::sync() (this_grid().sync()) at"  # a <<<>>> launch, not cooperative
+expect_fault launch_forms assert "assert(x[i] >= 0.0f) failed at"
+expect_fault cooperative_grid block-skips-grid-sync \
+    "block (1,0,0) finished the kernel without reaching the this_grid().sync() at"
 
 # CUDA's libraries: refused by name, nothing built
 output=$("$driver" "$here/plain_cuda/reduce_versions.cu" -o "$scratch/with_cublas" -lcublas 2>&1); status=$?
@@ -64,6 +65,7 @@ expect_refusal() {  # FILE, then the feature the line must name
 }
 expect_refusal driver_api "the CUDA driver API (cuInit"
 expect_refusal texture_object "textures (tex2D)"
+expect_refusal multi_warp_tile "cooperative groups' tiles wider than a warp (block_tile_memory"
 
 # A launch the translator cannot read: one message naming the file and line, no compiler noise.
 printf '__global__ void k() {}\nint main() {\n    k<<<1, 1>>>;\n}\n' >"$scratch/broken.cu"

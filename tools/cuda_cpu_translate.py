@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """tools/cuda_cpu_translate.py — lets the host C++ compiler build CUDA source as written (the cpu flavor).
 
-Two pieces of CUDA syntax have no C++ spelling, so before g++ sees a .cu file this rewrites them, and only them:
+Two pieces of CUDA syntax have no C++ spelling, so before g++ sees a .cu file this rewrites them:
 
     kernel<<<grid, block, shared_bytes, stream>>>(args...);
         -> a call of the CPU backend's launch (common/cpu_backend/runtime.h, "Launches written as <<<>>>"),
            with the kernel's name, the file and the line of the launch;
     extern __shared__ float tile[];
         -> float (&tile)[] = ...the block's dynamic shared memory...;
+
+and one cast the backend cannot see through: cudaLaunchKernel((void *)kernel, ...) and cudaLaunchCooperativeKernel
+lose the `(void *)`, so that runtime.h's overloads get the kernel's type (which its argument array needs).
 
 Everything else is left byte for byte, and every line stays on its line: each translated file starts with
 `#line 1 "<original path>"`, so compiler messages, __FILE__/__LINE__, the backend's fault reports and gdb
@@ -338,7 +341,19 @@ def translate_text(text: str, path: str = "<input>") -> str:
         search_from = position
     pieces.append(text[position:])
     translated = "".join(pieces)
-    return translate_extern_shared(translated, path)
+    return translate_extern_shared(translate_launch_casts(translated), path)
+
+
+LAUNCH_CAST = re.compile(r"\b(?P<call>cudaLaunchCooperativeKernel|cudaLaunchKernel)(?P<open>\s*\(\s*)"
+                         r"\(\s*(?:const\s+)?void\s*\*\s*\)")
+
+
+def translate_launch_casts(text: str) -> str:
+    """cudaLaunchKernel((void *)kernel, ...) and cudaLaunchCooperativeKernel: the cast dropped, so that the backend's
+    overload (runtime.h) sees the kernel's type, which it needs to read the argument array."""
+    mask = code_mask(text)
+    return LAUNCH_CAST.sub(lambda m: m.group(0) if not mask[m.start()] else
+                           m.group("call") + m.group("open") + "\n" * m.group(0).count("\n", m.end("open")), text)
 
 
 def translate_extern_shared(text: str, path: str) -> str:

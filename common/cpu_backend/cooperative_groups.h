@@ -15,11 +15,13 @@
 //                           so inside a branch some lanes skip, the group's first collective faults (never completes)
 //   reduce(group, value, op) with plus, less, greater, bit_and, bit_or, bit_xor or any callable: the result in
 //                           every thread of the group (a butterfly of shfl_xor over a tile)
-//   grid_group              this_grid(): sync() needs a cooperative launch (cudaLaunchCooperativeKernel), which the
-//                           backend does not run: it stops with a kernel fault naming it
+//   grid_group              this_grid(): thread_rank, block_rank, num_threads/size, num_blocks, block_index,
+//                           dim_blocks/group_dim, is_valid, sync (in a cooperative launch: cudaLaunchCooperativeKernel,
+//                           whose blocks all run at once; elsewhere a kernel fault naming it)
 //   thread_group            a thread_block or tile as one type; tiled_partition(group, n) with a run-time n (a
 //                           power of two up to 32): sync, thread_rank, num_threads/size, meta_group_rank/size
-// Not here (a compile error names them): tiled_partition(group, n) with n > 32, labeled_partition,
+// Not here (a compile error names them): tiles wider than a warp (tiled_partition<N> with N > 32,
+// block_tile_memory), tiled_partition(group, n) with n > 32, labeled_partition,
 // binary_partition, multi-grid and cluster groups, memcpy_async / wait, invoke_one, reduce_update_async.
 #pragma once
 
@@ -81,7 +83,10 @@ inline void sync(const thread_block& block) {
 // [N * (lane / N), N * (lane / N) + N) of a warp.
 template <unsigned N, typename Parent = void>
 class thread_block_tile {
-    static_assert(N >= 1 && N <= 32 && std::has_single_bit(N),
+    static_assert(N <= 32,
+                  "the CPU backend does not have cooperative groups' tiles wider than a warp "
+                  "(tiled_partition<N> for N > 32)");
+    static_assert(N >= 1 && std::has_single_bit(N),
                   "cooperative_groups::tiled_partition<N>: N must be a power of two from 1 to 32");
 
   public:
@@ -234,29 +239,35 @@ inline coalesced_group coalesced_threads() {
     return coalesced_group(__activemask());
 }
 
-// The grid: its ranks and sizes work; sync() needs a cooperative launch, which this backend does not run.
+// The grid. sync() waits for every thread of every block: only in a cooperative launch (cudaLaunchCooperativeKernel),
+// where the backend runs all blocks at once; elsewhere it is a kernel fault, as a GPU may hang there.
 class grid_group {
   public:
+    static unsigned long long block_rank() {
+        return blockIdx.x + gridDim.x * (blockIdx.y + static_cast<unsigned long long>(gridDim.y) * blockIdx.z);
+    }
     static unsigned long long thread_rank() {
-        const unsigned long long block =
-            blockIdx.x + gridDim.x * (blockIdx.y + static_cast<unsigned long long>(gridDim.y) * blockIdx.z);
-        return block * details::block_thread_count() + details::block_thread_rank();
+        return block_rank() * details::block_thread_count() + details::block_thread_rank();
     }
     static unsigned long long num_threads() {
         return static_cast<unsigned long long>(gridDim.x) * gridDim.y * gridDim.z * details::block_thread_count();
     }
     static unsigned long long size() { return num_threads(); }
-    static dim3 group_dim() { return dim3(gridDim.x, gridDim.y, gridDim.z); }
-    static bool is_valid() { return false; }  // as on a GPU outside a cooperative launch
-    [[noreturn]] static void sync() {
-        cpu_backend::kernel_fault(
-            "cooperative_groups::grid_group::sync() (a grid-wide barrier) needs a cooperative launch "
-            "(cudaLaunchCooperativeKernel), which the CPU backend does not run");
+    static unsigned long long num_blocks() {
+        return static_cast<unsigned long long>(gridDim.x) * gridDim.y * gridDim.z;
     }
+    static dim3 group_dim() { return dim3(gridDim.x, gridDim.y, gridDim.z); }
+    static dim3 dim_blocks() { return group_dim(); }
+    static dim3 block_index() { return dim3(blockIdx.x, blockIdx.y, blockIdx.z); }
+    static bool is_valid() { return cpu_backend::in_cooperative_launch(); }
+    static void sync(std::source_location site = std::source_location::current()) { cpu_backend::grid_sync(site); }
 };
 
 inline grid_group this_grid() {
     return {};
+}
+inline void sync(const grid_group&, std::source_location site = std::source_location::current()) {
+    cpu_backend::grid_sync(site);
 }
 
 // --- <cooperative_groups/reduce.h> ---------------------------------------------------------------------------------

@@ -488,6 +488,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
     prop->totalConstMem = 65536;
     prop->regsPerMultiprocessor = 65536;
     prop->maxBlocksPerMultiProcessor = 32;
+    prop->cooperativeLaunch = 1;  // cudaLaunchCooperativeKernel (runtime.h)
     prop->sharedMemPerMultiprocessor = cpu_backend::kMaxSharedBytes;
     return cudaSuccess;
 }

@@ -92,6 +92,22 @@ cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, unsigned flags, i
     return cudaStreamCreateWithFlags(stream, flags);
 }
 
+// A launch given only the kernel's address (a void* the translation could not see through): the backend needs the
+// kernel's type to read its arguments. runtime.h's overloads take the kernel itself.
+static cudaError_t launch_needs_the_kernel(const char* call) {
+    cpu_backend::fatal(
+        "%s was given the kernel as a void* (a variable or a cast tools/cuda_cpu_translate.py does not "
+        "remove): the CPU backend needs the kernel's type to read its arguments; pass the kernel itself, "
+        "e.g. %s(my_kernel, grid, block, args)",
+        call, call);
+}
+cudaError_t cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, cudaStream_t) {
+    return launch_needs_the_kernel("cudaLaunchKernel");
+}
+cudaError_t cudaLaunchCooperativeKernel(const void*, dim3, dim3, void**, size_t, cudaStream_t) {
+    return launch_needs_the_kernel("cudaLaunchCooperativeKernel");
+}
+
 // A host function in stream order: queued behind the stream's work in asynchronous mode; in synchronous mode that
 // work is already done, so it runs now.
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_data) {
@@ -234,13 +250,13 @@ cudaError_t more_device_attributes(int* value, cudaDeviceAttr attr) {
             break;  // (CUDA_CPU_ASYNC=1)
         case cudaDevAttrGlobalL1CacheSupported:
         case cudaDevAttrLocalL1CacheSupported:
+        case cudaDevAttrCooperativeLaunch:  // cudaLaunchCooperativeKernel (runtime.h)
             *value = 1;
             break;
-        // What the backend does not have: concurrent kernels (one grid runs at a time), cooperative launch, host
+        // What the backend does not have: concurrent kernels (one grid runs at a time), host
         // access to managed memory while kernels run, pageable memory access, memory pools, an integrated GPU, ECC,
         // a watchdog, TCC.
         case cudaDevAttrConcurrentKernels:
-        case cudaDevAttrCooperativeLaunch:
         case cudaDevAttrConcurrentManagedAccess:
         case cudaDevAttrPageableMemoryAccess:
         case cudaDevAttrMemoryPoolsSupported:

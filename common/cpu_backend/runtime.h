@@ -115,18 +115,24 @@ struct KernelInvocation {
     const void* const* pointer_arguments = nullptr;
     unsigned argument_count = 0;
     const char* kernel_text =
-        nullptr;  // the kernel as a <<<>>> launch spelled it (named when its address is not known)
+        nullptr;               // the kernel as a <<<>>> launch spelled it (named when its address is not known)
+    bool cooperative = false;  // cudaLaunchCooperativeKernel: every block runs at once, grid.sync() allowed
 };
 
-// Validates the configuration (sets the last error like CUDA does), then runs every block to completion (in
-// asynchronous mode: queues the grid on the stream).
-void run_grid(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream);
+// Validates the configuration (sets the last error like CUDA does, and returns it), then runs every block to
+// completion (in asynchronous mode: queues the grid on the stream).
+cudaError_t run_grid(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream);
 
 // This worker's dynamic shared memory for the block being run (what `extern __shared__ T s[]` names on a GPU).
 unsigned char* dynamic_shared_memory();
 
 // Block barrier: every thread of the block must reach the same call site.
 void syncthreads(std::source_location site);
+
+// Grid barrier (cooperative_groups::this_grid().sync()): every thread of every block must reach the same call site;
+// only in a cooperative launch, whose blocks all run at once (each on an OS thread of its own).
+void grid_sync(std::source_location site);
+bool in_cooperative_launch();
 
 // Warp collectives. Each lane posts its buffers and waits until every live lane named in `mask` has arrived at the
 // same collective; then `combine` runs once with all lanes' slots (lanes[l].in is nullptr for a lane that exited)
@@ -178,14 +184,14 @@ const void* pointer_argument(const T& value) {
 
 // Builds the invocation of a bound kernel (its pointer arguments checked) and runs or queues the grid.
 template <typename Bound>
-void launch_bound_kernel(const Bound& bound, const void* kernel_address, const char* kernel_text, const char* file,
-                         int line, const char* function, dim3 grid, dim3 block, size_t shared_bytes,
-                         cudaStream_t stream) {
+cudaError_t launch_bound_kernel(const Bound& bound, const void* kernel_address, const char* kernel_text,
+                                const char* file, int line, const char* function, dim3 grid, dim3 block,
+                                size_t shared_bytes, cudaStream_t stream, bool cooperative = false) {
     constexpr size_t argument_count = std::tuple_size_v<decltype(bound.args)>;
     std::array<const void*, argument_count> pointers{};
-    const KernelInvocation invocation{&Bound::run, &bound, kernel_address, &Bound::clone,   &Bound::destroy,
-                                      file,        line,   function,       pointers.data(), unsigned(argument_count),
-                                      kernel_text};
+    const KernelInvocation invocation{
+        &Bound::run, &bound,          kernel_address,           &Bound::clone, &Bound::destroy, file, line,
+        function,    pointers.data(), unsigned(argument_count), kernel_text,   cooperative};
     std::apply(
         [&invocation, &pointers](const auto&... value) {
             unsigned argument = 0;
@@ -194,7 +200,7 @@ void launch_bound_kernel(const Bound& bound, const void* kernel_address, const c
              ...);
         },
         bound.args);
-    run_grid(invocation, grid, block, shared_bytes, stream);
+    return run_grid(invocation, grid, block, shared_bytes, stream);
 }
 
 template <typename... KernelParams, typename... Args>
@@ -372,6 +378,36 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, void (*ke
                                                           size_t dynamic_shared_bytes) {
     return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, reinterpret_cast<const void*>(kernel), block_size,
                                                          dynamic_shared_bytes);
+}
+// Launches with an array of argument addresses (args[i] points at the i-th parameter's value, as CUDA copies it):
+// the kernel's own type says how many and of what type. A cooperative launch runs every block at once, so that
+// this_grid().sync() can wait for all of them; it fails with cudaErrorCooperativeLaunchTooLarge when the grid has more
+// blocks than the device holds at once (cudaOccupancyMaxActiveBlocksPerMultiprocessor × multiProcessorCount).
+// tools/cuda_cpu_translate.py drops a `(void *)` cast of the kernel in these calls: the backend needs its type.
+namespace cpu_backend {
+template <typename... KernelParams, size_t... I>
+cudaError_t launch_with_argument_array(void (*kernel)(KernelParams...), dim3 grid, dim3 block, void** args,
+                                       size_t shared_bytes, cudaStream_t stream, bool cooperative,
+                                       const std::source_location& site, std::index_sequence<I...>) {
+    if (!kernel || (sizeof...(KernelParams) > 0 && !args)) return cudaErrorInvalidValue;
+    const BoundKernel<KernelParams...> bound{kernel, {*static_cast<const std::decay_t<KernelParams>*>(args[I])...}};
+    return launch_bound_kernel(bound, reinterpret_cast<const void*>(kernel), nullptr, site.file_name(),
+                               int(site.line()), site.function_name(), grid, block, shared_bytes, stream, cooperative);
+}
+}  // namespace cpu_backend
+template <typename... KernelParams>
+cudaError_t cudaLaunchCooperativeKernel(void (*kernel)(KernelParams...), dim3 grid, dim3 block, void** args,
+                                        size_t shared_bytes = 0, cudaStream_t stream = nullptr,
+                                        std::source_location site = std::source_location::current()) {
+    return cpu_backend::launch_with_argument_array(kernel, grid, block, args, shared_bytes, stream, true, site,
+                                                   std::index_sequence_for<KernelParams...>{});
+}
+template <typename... KernelParams>
+cudaError_t cudaLaunchKernel(void (*kernel)(KernelParams...), dim3 grid, dim3 block, void** args,
+                             size_t shared_bytes = 0, cudaStream_t stream = nullptr,
+                             std::source_location site = std::source_location::current()) {
+    return cpu_backend::launch_with_argument_array(kernel, grid, block, args, shared_bytes, stream, false, site,
+                                                   std::index_sequence_for<KernelParams...>{});
 }
 // __constant__ and __device__ variables are ordinary host variables here: a copy to or from one is a memcpy, after
 // the work already queued has finished (as the legacy default stream orders it). count + offset must fit the symbol.

@@ -31,6 +31,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <boost/context/fiber.hpp>
 #include <condition_variable>
 #include <cstdarg>
@@ -41,6 +42,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -106,6 +108,11 @@ constexpr unsigned kTsanFiberSets = 2;
 constexpr bool kRaceCheck = false;
 struct TsanIgnoreScope {};
 #endif
+#if defined(CUDA_TEACH_SANITIZE)
+constexpr bool kSanitizeBuild = true;  // __shared__ is a plain static: one block at a time, process-wide
+#else
+constexpr bool kSanitizeBuild = false;
+#endif
 
 // --- fiber stacks: allocated once per worker, with a guard region below each, so an overflow faults -------------
 // The cpu flavor is compiled with -fstack-clash-protection: a frame larger than a page (a big local array) is probed
@@ -127,9 +134,15 @@ class StackPool {
         } else {
             base = mmap(nullptr, size_ + kGuardBytes, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-            if (base == MAP_FAILED) fatal("cannot map a fiber stack (%zu KiB)", size_ / 1024);
             // Stacks grow down: the guard region sits below the lowest address.
-            if (mprotect(base, kGuardBytes, PROT_NONE) != 0) fatal("cannot protect a fiber stack's guard region");
+            if (base == MAP_FAILED || mprotect(base, kGuardBytes, PROT_NONE) != 0) {
+                fatal(
+                    "cannot map a fiber stack of %zu KiB with its guard region (%s): each CUDA thread waiting at a "
+                    "sync point has one, and a cooperative launch keeps all of its grid's threads waiting at once "
+                    "(Linux allows about vm.max_map_count / 2 stacks; CUDA_CPU_SM_COUNT sets how many blocks a "
+                    "cooperative grid may have)",
+                    size_ / 1024, std::strerror(errno));
+            }
         }
         // Stack tops at one offset modulo 4 KiB would all share a few L1 cache sets and evict each other on
         // every switch; staggering them by cache lines ("coloring") spreads them over the whole cache.
@@ -165,6 +178,7 @@ struct CudaThread {
     unsigned linear = 0;
     ThreadState state = ThreadState::runnable;
     std::source_location site;  // where it waits
+    bool at_grid_sync = false;  // the barrier it waits at is this_grid().sync(), not __syncthreads
     // A pending warp collective.
     unsigned mask = 0;
     WarpCombine combine = nullptr;
@@ -213,6 +227,17 @@ struct PooledStack {  // the StackAllocator concept Boost.Context asks for
     }
 };
 
+// The barrier of a cooperative launch's grid: each block's OS thread waits here once all its CUDA threads have
+// reached this_grid().sync(). A block that finishes while others wait (or before they arrive) would hang a GPU.
+struct GridBarrier {
+    explicit GridBarrier(uint64_t blocks_) : blocks(blocks_) {}
+    std::mutex mutex;
+    std::condition_variable released;
+    const uint64_t blocks;
+    uint64_t arrived = 0, generation = 0, exited = 0;
+    uint3 first_exited{};  // the first block that finished
+};
+
 // What one worker knows about the block it is running.
 struct BlockRun {
     const KernelInvocation* kernel = nullptr;
@@ -220,8 +245,9 @@ struct BlockRun {
     uint64_t serial = 0;  // counts the blocks this worker has run (block_serial())
     unsigned thread_count = 0;
     std::vector<CudaThread> threads;
-    CudaThread* current = nullptr;  // the fiber running now; null on the fast path
-    unsigned plain_thread = 0;      // the thread running now on the fast path
+    CudaThread* current = nullptr;        // the fiber running now; null on the fast path
+    unsigned plain_thread = 0;            // the thread running now on the fast path
+    GridBarrier* grid_barrier = nullptr;  // a cooperative launch's: null in an ordinary launch
     // The fast path is on offer (thread 0 runs first, alone) or taken (threads 1, 2, ... run as plain calls on thread
     // 0's fiber after it). A plain call that reaches a sync point turns it off: that fiber becomes its thread's own.
     bool plain_calls = false;
@@ -525,8 +551,10 @@ void on_segv(int signal, siginfo_t* info, void* context) {
     const Worker* w = this_worker;
     const char* address = static_cast<const char*>(info->si_addr);
     // Whose stack runs now: the current fiber's, or on the fast path thread 0's, which the plain calls run on.
-    const CudaThread* on_stack =
-        !w || !w->run.kernel ? nullptr : w->run.current ? w->run.current : w->run.plain_calls ? &w->run.threads[0] : nullptr;
+    const CudaThread* on_stack = !w || !w->run.kernel ? nullptr
+                                 : w->run.current     ? w->run.current
+                                 : w->run.plain_calls ? &w->run.threads[0]
+                                                      : nullptr;
     if (on_stack && address >= on_stack->guard_low && address < on_stack->guard_high) {
         const BlockRun& run = w->run;
         const uint3 t = run.current ? run.current->index : thread_index(run.plain_thread), b = run.block;
@@ -904,7 +932,7 @@ bool complete_warp_collectives(BlockRun& run) {
             for (unsigned l = 0; l < lanes_here; ++l) {
                 if (group >> l & 1u) slots[l] = {run.threads[base + l].in, run.threads[base + l].out};
             }
-            run.current = &first;         // so that a fault reported by the combiner names a thread of this warp
+            run.current = &first;  // so that a fault reported by the combiner names a thread of this warp
             {
                 // The collective's own reads (ldmatrix's rows) are the backend's work, not the current thread's:
                 // the counting build counts them as each lane's access instead (kernels/tensor_core.h).
@@ -930,6 +958,37 @@ bool complete_warp_collectives(BlockRun& run) {
     return released;
 }
 
+const char* barrier_name(const CudaThread& t) {
+    return t.at_grid_sync ? "this_grid().sync()" : "__syncthreads";
+}
+
+// A cooperative launch's grid barrier, once every thread of this block has reached it: waits for every other block.
+void wait_for_grid(BlockRun& run, const CudaThread& waiting) {
+    GridBarrier& grid = *run.grid_barrier;
+    std::unique_lock lock(grid.mutex);
+    const uint64_t generation = grid.generation;
+    if (grid.exited == 0 && ++grid.arrived == grid.blocks) {  // the last block to arrive releases them all
+        grid.arrived = 0;
+        ++grid.generation;
+        grid.released.notify_all();
+        return;
+    }
+    grid.released.wait(lock, [&] { return grid.generation != generation || grid.exited > 0; });
+    if (grid.generation != generation) return;
+    const uint3 exited = grid.first_exited;
+    lock.unlock();
+    block_fault(run, "block " + coords(exited) + " finished the kernel without reaching the this_grid().sync() at " +
+                         where(waiting.site) +
+                         " where this block waits: every block of a cooperative launch must reach each grid "
+                         "barrier (a GPU would hang)");
+}
+
+void grid_block_exited(GridBarrier& grid, uint3 block) {
+    std::lock_guard lock(grid.mutex);
+    if (grid.exited++ == 0) grid.first_exited = block;
+    grid.released.notify_all();
+}
+
 // Every thread is blocked or finished and no collective can complete: release the barrier, or report the bug.
 void complete_barrier_or_fault(BlockRun& run) {
     if (run.finished + run.at_barrier < run.thread_count) report_stuck_warp_collective(run);
@@ -942,21 +1001,25 @@ void complete_barrier_or_fault(BlockRun& run) {
         for (unsigned i = 0; i < run.thread_count && !exited; ++i) {
             if (run.threads[i].state == ThreadState::finished) exited = &run.threads[i];
         }
-        block_fault(run, "thread " + coords(exited->index) +
-                             " finished the kernel without reaching the __syncthreads at " + where(waiting->site) +
-                             " where thread " + coords(waiting->index) +
+        block_fault(run, "thread " + coords(exited->index) + " finished the kernel without reaching the " +
+                             barrier_name(*waiting) + " at " + where(waiting->site) + " where thread " +
+                             coords(waiting->index) +
                              " waits (it skipped the barrier: a barrier inside a branch, or an early return before "
                              "it): every thread of a block must reach each barrier");
     }
     const std::source_location& site = waiting->site;
     for (unsigned i = 0; i < run.thread_count; ++i) {
         const CudaThread& t = run.threads[i];
-        if (!same_site(t.site, site)) {
-            block_fault(run, "threads of one block wait at different __syncthreads: thread " + coords(waiting->index) +
-                                 " at " + where(site) + ", thread " + coords(t.index) + " at " + where(t.site) +
+        if (!same_site(t.site, site) || t.at_grid_sync != waiting->at_grid_sync) {
+            const bool both_syncthreads = !t.at_grid_sync && !waiting->at_grid_sync;
+            block_fault(run, std::string("threads of one block wait at different ") +
+                                 (both_syncthreads ? "__syncthreads" : "barriers") + ": thread " +
+                                 coords(waiting->index) + " at the " + barrier_name(*waiting) + " at " + where(site) +
+                                 ", thread " + coords(t.index) + " at the " + barrier_name(t) + " at " + where(t.site) +
                                  " (a barrier inside divergent code)");
         }
     }
+    if (waiting->at_grid_sync) wait_for_grid(run, *waiting);  // then every block's threads go on
 #if defined(CPU_BACKEND_TSAN)
     tsan_complete_sync_point(run, 0, run.thread_count, nullptr, run.barrier_token);  // every thread of the block
 #endif
@@ -1166,6 +1229,11 @@ void run_grid_now(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t 
         }
     } counted_launch{counted};
     if (counted) counting::begin_launch(kernel, grid, block);
+    // A cooperative launch: every block at once, each on an OS thread of its own (run_grid checked that the grid fits
+    // and that this build may run blocks at once), meeting at the grid's barrier.
+    std::optional<GridBarrier> grid_barrier;
+    if (kernel.cooperative) grid_barrier.emplace(block_count);
+    GridBarrier* const barrier = grid_barrier ? &*grid_barrier : nullptr;
     auto run_one = [&](uint64_t b) {
         Worker& w = worker();
         gridDim = {grid.x, grid.y, grid.z};
@@ -1191,10 +1259,20 @@ void run_grid_now(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t 
         const uint3 block_index{static_cast<unsigned>(b % grid.x), static_cast<unsigned>(b / grid.x % grid.y),
                                 static_cast<unsigned>(b / (uint64_t(grid.x) * grid.y))};
         if (counted) counting::begin_block(w.dynamic_shared.get(), shared_bytes, *schedule.static_shared);
+        w.run.grid_barrier = barrier;
         run_block(w, kernel, block_index, schedule);
+        if (barrier) grid_block_exited(*barrier, block_index);
+        w.run.grid_barrier = nullptr;
         if (counted) counting::end_block();
         w.run.kernel = nullptr;  // sync points outside a kernel are errors
     };
+    if (barrier && block_count > 1) {
+        std::vector<std::thread> blocks;
+        blocks.reserve(block_count);
+        for (uint64_t b = 0; b < block_count; ++b) blocks.emplace_back([&run_one, b] { run_one(b); });
+        for (std::thread& t : blocks) t.join();
+        return;
+    }
     // Under fuzzing the blocks also run in a shuffled order: on a GPU they run in any order, or all at once.
     std::vector<uint32_t> block_order;
     if (schedule.fuzz && block_count <= (uint64_t{1} << 24)) {
@@ -1226,14 +1304,13 @@ void run_grid_now(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t 
 }
 }  // namespace
 
-void run_grid(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream) {
+cudaError_t run_grid(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream) {
     // The limits a GPU enforces at launch (compute capability 8.0 and later).
     const uint64_t threads = uint64_t(block.x) * block.y * block.z;
     if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535 ||
         block.x == 0 || block.y == 0 || block.z == 0 || block.x > 1024 || block.y > 1024 || block.z > 64 ||
         threads > 1024) {
-        record_error(cudaErrorInvalidConfiguration);
-        return;
+        return record_error(cudaErrorInvalidConfiguration);
     }
     // Static shared memory counts too: nvcc refuses a kernel declaring more than 48 KiB of it, and by default the
     // dynamic part may only fill the rest of those 48 KiB; cudaFuncSetAttribute raises the dynamic part's limit up
@@ -1253,8 +1330,24 @@ void run_grid(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t shar
             shared_limit = static_cast<size_t>(it->second);  // as on a GPU, the attribute is the limit
     }
     if (shared_bytes > shared_limit || static_shared.bytes + shared_bytes > kMaxSharedBytes) {
-        record_error(cudaErrorInvalidValue);
-        return;
+        return record_error(cudaErrorInvalidValue);
+    }
+    if (kernel.cooperative) {  // every block must fit on the device at once, as a GPU checks
+        int per_sm = 0;
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel.kernel_address, int(threads), shared_bytes);
+        const uint64_t blocks = uint64_t(grid.x) * grid.y * grid.z;
+        if (blocks > uint64_t(per_sm) * uint64_t(reported_sm_count()))
+            return record_error(cudaErrorCooperativeLaunchTooLarge);
+        const char* one_block_at_a_time = kRaceCheck            ? "the race build"
+                                          : kSanitizeBuild      ? "the sanitizer build"
+                                          : counting::enabled() ? "the counting build"
+                                                                : nullptr;
+        if (blocks > 1 && one_block_at_a_time) {
+            fatal(
+                "the cooperative launch at %s:%d has %llu blocks, which must run at once to meet at "
+                "this_grid().sync(); %s runs one block at a time (build/cpu runs it)",
+                kernel.launch_file, kernel.launch_line, static_cast<unsigned long long>(blocks), one_block_at_a_time);
+        }
     }
 
     const Schedule schedule{launch_counter.fetch_add(1), config().fuzz, config().fuzz_seed, &static_shared};
@@ -1275,10 +1368,11 @@ void run_grid(const KernelInvocation& kernel, dim3 grid, dim3 block, size_t shar
             }
             queued.destroy(queued.bound_kernel);
         });
-        return;
+        return cudaSuccess;
     }
     run_grid_now(kernel, grid, block, shared_bytes, schedule);
     check_canaries_after_grid(kernel);
+    return cudaSuccess;
 }
 
 unsigned configured_workers() {
@@ -1321,7 +1415,29 @@ void syncthreads(std::source_location site) {
     self.state = ThreadState::at_barrier;
     ++run.at_barrier;
     self.site = site;
+    self.at_grid_sync = false;
     yield_to_next(run, self);
+}
+
+void grid_sync(std::source_location site) {
+    [[maybe_unused]] TsanIgnoreScope bookkeeping;
+    BlockRun& run = current_block("this_grid().sync()", site);
+    if (!run.grid_barrier) {
+        block_fault(run, "cooperative_groups::grid_group::sync() (this_grid().sync()) at " + where(site) +
+                             " in a kernel not launched with cudaLaunchCooperativeKernel: only a cooperative launch "
+                             "keeps every block of the grid resident at once, so a GPU may hang here "
+                             "(this_grid().is_valid() is false)");
+    }
+    CudaThread& self = *run.current;
+    self.state = ThreadState::at_barrier;
+    ++run.at_barrier;
+    self.site = site;
+    self.at_grid_sync = true;
+    yield_to_next(run, self);
+}
+
+bool in_cooperative_launch() {
+    return this_worker && this_worker->run.kernel && this_worker->run.grid_barrier;
 }
 
 void warp_collective(unsigned mask, WarpCombine combine, const void* in, void* out, std::source_location site) {
@@ -1459,7 +1575,8 @@ unsigned __activemask() {
     if (!w || !w->run.kernel) return 0xffffffffu;
     const auto& run = w->run;
     if (!run.current) {  // a plain call of the fast path: the lanes before it in its warp have exited
-        const unsigned lane = run.plain_thread % 32, left = std::min(32u, run.thread_count - run.plain_thread / 32 * 32);
+        const unsigned lane = run.plain_thread % 32,
+                       left = std::min(32u, run.thread_count - run.plain_thread / 32 * 32);
         return (left == 32 ? 0xffffffffu : (1u << left) - 1) & ~((1u << lane) - 1);
     }
     const unsigned base = run.current->linear / 32 * 32;
