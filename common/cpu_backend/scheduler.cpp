@@ -1408,15 +1408,21 @@ inline BlockRun& current_block(const char* what, const std::source_location& sit
 }
 }  // namespace
 
-void syncthreads(std::source_location site) {
-    [[maybe_unused]] TsanIgnoreScope bookkeeping;
-    BlockRun& run = current_block("__syncthreads", site);
+namespace {
+// The calling thread waits at a barrier (the block's, or the grid's) until complete_barrier_or_fault releases it.
+void wait_at_barrier(BlockRun& run, const std::source_location& site, bool grid) {
     CudaThread& self = *run.current;
     self.state = ThreadState::at_barrier;
     ++run.at_barrier;
     self.site = site;
-    self.at_grid_sync = false;
+    self.at_grid_sync = grid;
     yield_to_next(run, self);
+}
+}  // namespace
+
+void syncthreads(std::source_location site) {
+    [[maybe_unused]] TsanIgnoreScope bookkeeping;
+    wait_at_barrier(current_block("__syncthreads", site), site, false);
 }
 
 void grid_sync(std::source_location site) {
@@ -1428,12 +1434,7 @@ void grid_sync(std::source_location site) {
                              "keeps every block of the grid resident at once, so a GPU may hang here "
                              "(this_grid().is_valid() is false)");
     }
-    CudaThread& self = *run.current;
-    self.state = ThreadState::at_barrier;
-    ++run.at_barrier;
-    self.site = site;
-    self.at_grid_sync = true;
-    yield_to_next(run, self);
+    wait_at_barrier(run, site, true);
 }
 
 bool in_cooperative_launch() {
