@@ -125,10 +125,10 @@ def main():
         late = {"CUDA_CPU_ASYNC": "late"}
         code_ok, out_ok = run(build, 2, SMALL, data, env=late)
         check(code_ok == 0 and checksum(out_ok) == checksum(out2), "late schedule: the same bits as synchronous")
-        # (Up to 8 tries. The host demands both streams at once: polling the next step's events demands the compute
-        # stream, whose optimizer reads the bucket, and the comm stream, whose copy back writes it; which of the two
-        # stream workers gets there first is a race between threads. Measured 2026-12-05 on 2 cores with 4 busy
-        # loops beside it: 1 run in 8 missed it, all by the optimizer running after the copy.)
+        # (Up to 8 tries. Polling the next step's events demands the compute stream, whose optimizer reads the
+        # bucket, and microseconds later the comm stream, whose copy back writes it; which of the two stream workers
+        # gets there first is a race between threads. Measured 2026-12-05 on 2 cores beside busy loops: 1 run in 6
+        # and 1 in 8 missed it, the copy having run before the optimizer read the bucket.)
         for attempt in range(1, 9):
             code_bug, out_bug = run(build, 2, SMALL + " --plant-unwaited-bucket 0", data, env=late)
             if code_bug != 0 or checksum(out_bug) != checksum(out_ok):
